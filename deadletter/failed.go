@@ -1,0 +1,24 @@
+// Package deadletter holds the failed-element contract shared by sinks that route elements
+// they could not write, and a transform that publishes such elements to a Pub/Sub topic.
+package deadletter
+
+// FailedElement describes one input element that a sink could not write and that its failure
+// policy routed to a dead-letter output instead of failing the bundle.
+//
+// It is plain data so that it can be encoded by Beam between transforms and published as is.
+// Error never contains the payload or credentials.
+type FailedElement struct {
+	// Connector names the sink that produced the failure, for example "cloudtasks".
+	Connector string
+	// Destination identifies where the element was going, for example
+	// "projects/P/locations/L/queues/Q". Empty when the destination itself could not be resolved.
+	Destination string
+	// Payload is the request the sink built for the element, in the sink's wire format (for
+	// Cloud Tasks, the whole Task protobuf). It is empty when building the request itself
+	// failed, which is how a consumer tells a rejected request from an unbuildable element.
+	Payload []byte
+	// Code classifies the failure, for example "INVALID_ARGUMENT", "SERIALIZATION" or "TASK_ID".
+	Code string
+	// Error is a bounded, human-readable description of the failure.
+	Error string
+}
