@@ -1,0 +1,83 @@
+package cloudtaskstest_test
+
+import (
+	"context"
+	"fmt"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// A test starts a server, points the ordinary client at it, and inspects what
+// was stored.
+func Example() {
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	defer srv.Close()
+
+	ctx := context.Background()
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	queue := "projects/my-project/locations/us-central1/queues/orders"
+	if _, err := srv.CreateQueue(queue); err != nil {
+		panic(err)
+	}
+	_, err = client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{
+		Parent: queue,
+		Task: &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url:  "https://orders.example.com/process",
+			Body: []byte(`{"order":1}`),
+		}}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, task := range srv.Tasks(queue) {
+		req := task.GetHttpRequest()
+		fmt.Println(req.GetHttpMethod(), req.GetUrl(), string(req.GetBody()))
+	}
+	// Output: POST https://orders.example.com/process {"order":1}
+}
+
+// Fault injection scripts the answers a client gets, to exercise its retries.
+func ExampleServer_InjectErrors() {
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	defer srv.Close()
+	ctx := context.Background()
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	queue := "projects/my-project/locations/us-central1/queues/orders"
+	if _, err := srv.CreateQueue(queue); err != nil {
+		panic(err)
+	}
+
+	srv.InjectErrors("CreateTask", codes.Unavailable, codes.ResourceExhausted)
+	srv.LoseResponses(1)
+	req := &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		Name: queue + "/tasks/order-1",
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: "https://orders.example.com/process",
+		}},
+	}}
+	for range 4 {
+		_, err := client.CreateTask(ctx, req)
+		fmt.Println(status.Code(err))
+	}
+	st := srv.Stats()
+	fmt.Println("calls:", st.CreateTaskCalls, "stored:", st.TasksCreated, "lost:", st.LostResponses)
+	// Output:
+	// Unavailable
+	// ResourceExhausted
+	// Unavailable
+	// AlreadyExists
+	// calls: 4 stored: 1 lost: 1
+}

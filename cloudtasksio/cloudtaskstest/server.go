@@ -1,0 +1,300 @@
+// Package cloudtaskstest runs an in-memory Cloud Tasks server for tests and
+// local runs.
+//
+// A Server is a real gRPC server of the Cloud Tasks v2 API (plus GetQueue of
+// the v2beta3 API) listening on a loopback port. Start it with one call, point
+// the ordinary client at it, inspect what it stored, and close it:
+//
+//	srv := cloudtaskstest.NewServer()
+//	defer srv.Close()
+//	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+//	...
+//	tasks := srv.Tasks("projects/p/locations/l/queues/q")
+//
+// It keeps queues (running or paused, with rate limits and retry
+// configuration), stores tasks with the BASIC and FULL views, deduplicates
+// named tasks (a deleted or completed name stays taken for the queue's
+// tombstone window), and answers INVALID_ARGUMENT for the requests the service
+// rejects. Fault injection (scripted error codes, lost responses, latency, a
+// per-connection stream cap) lets a test exercise a client's recovery paths.
+//
+// This version stores tasks but does not send them to their targets yet;
+// WithoutDispatch is accepted already so that tests which must not race a
+// dispatch keep their meaning when dispatch arrives.
+//
+// Nothing is global: every Server has its own state, port and clock.
+// docs/testing.md describes what is emulated and what is not.
+package cloudtaskstest
+
+import (
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// DefaultMaxConcurrentStreams is the number of concurrent calls a Server
+// accepts on one client connection unless WithMaxConcurrentStreams says
+// otherwise. Cloud Tasks front ends allow 100 streams per HTTP/2 connection.
+const DefaultMaxConcurrentStreams = 100
+
+// Option configures a Server at construction.
+type Option func(*config)
+
+type config struct {
+	maxStreams uint32
+	noBeta     bool
+	now        func() time.Time
+	noDispatch bool
+}
+
+// WithMaxConcurrentStreams caps how many calls the server serves at once on
+// one client connection (the HTTP/2 MAX_CONCURRENT_STREAMS setting). Calls
+// beyond the cap wait in the client until a stream frees up. The default is
+// DefaultMaxConcurrentStreams; n = 0 keeps the default.
+func WithMaxConcurrentStreams(n uint32) Option {
+	return func(c *config) {
+		if n > 0 {
+			c.maxStreams = n
+		}
+	}
+}
+
+// WithoutV2Beta3 leaves the v2beta3 API unregistered, so a client of it gets
+// UNIMPLEMENTED, as it does from external emulators that serve only v2.
+func WithoutV2Beta3() Option {
+	return func(c *config) { c.noBeta = true }
+}
+
+// WithClock replaces time.Now for everything the server stamps or compares:
+// create and schedule times, the 30-day schedule limit and tombstone expiry.
+// A nil function keeps time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now != nil {
+			c.now = now
+		}
+	}
+}
+
+// WithoutDispatch keeps every task stored until it is deleted or purged: the
+// server never sends a task to its target, even from a running queue. Use it
+// when a test asserts what was stored and must not race a dispatch.
+func WithoutDispatch() Option {
+	return func(c *config) { c.noDispatch = true }
+}
+
+// Server is an in-memory Cloud Tasks server listening on a loopback port.
+// Create it with NewServer, stop it with Close. All methods are safe for
+// concurrent use.
+type Server struct {
+	// Addr is the "host:port" the server listens on, for option.WithEndpoint
+	// or CLOUDTASKS_EMULATOR_HOST-style settings.
+	Addr string
+
+	cfg   config
+	gsrv  *grpc.Server
+	lis   net.Listener
+	store *store
+	fault *faults
+
+	closeOnce sync.Once
+	served    chan struct{}
+}
+
+// NewServer starts a server on 127.0.0.1 with a port chosen by the system.
+// It panics if it cannot listen, which only happens when the machine is out of
+// ports or sockets.
+func NewServer(opts ...Option) *Server {
+	s, err := NewServerWithAddress("127.0.0.1:0", opts...)
+	if err != nil {
+		panic(fmt.Sprintf("cloudtaskstest.NewServer: %v", err))
+	}
+	return s
+}
+
+// NewServerWithAddress starts a server listening on addr ("host:port"; port 0
+// picks a free one). Unlike NewServer it reports a listen failure as an error,
+// which suits a long-running emulator with a configured port.
+func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
+	cfg := config{maxStreams: DefaultMaxConcurrentStreams, now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %q: %w", addr, err)
+	}
+	s := &Server{
+		Addr:   lis.Addr().String(),
+		cfg:    cfg,
+		lis:    lis,
+		store:  newStore(cfg.now),
+		fault:  newFaults(),
+		served: make(chan struct{}),
+	}
+	s.gsrv = grpc.NewServer(
+		grpc.MaxConcurrentStreams(cfg.maxStreams),
+		grpc.UnaryInterceptor(s.fault.intercept),
+	)
+	cloudtaskspb.RegisterCloudTasksServer(s.gsrv, &v2Service{store: s.store})
+	if !cfg.noBeta {
+		betapb.RegisterCloudTasksServer(s.gsrv, &v2beta3Service{store: s.store})
+	}
+	go func() {
+		defer close(s.served)
+		_ = s.gsrv.Serve(lis)
+	}()
+	return s, nil
+}
+
+// Close stops the server: open calls are cancelled and the port is released.
+// It is safe to call more than once; it always returns nil.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		s.gsrv.Stop()
+		<-s.served
+	})
+	return nil
+}
+
+// ClientOptions returns the options that point a Cloud Tasks client
+// (cloudtasks.NewClient from cloud.google.com/go/cloudtasks/apiv2 or
+// apiv2beta3) at this server: its endpoint, a plaintext channel and no
+// credentials.
+func (s *Server) ClientOptions() []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(s.Addr),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// CreateQueue creates a RUNNING queue at path
+// ("projects/P/locations/L/queues/Q") with the service's default rate limits
+// and retry configuration, as CreateQueue over the API would. It fails with
+// the same status errors (INVALID_ARGUMENT for a bad path, ALREADY_EXISTS).
+func (s *Server) CreateQueue(path string) (*cloudtaskspb.Queue, error) {
+	return s.store.createQueue(&cloudtaskspb.Queue{Name: path})
+}
+
+// PauseQueue pauses the queue at path: it keeps accepting tasks but dispatches
+// none until ResumeQueue. It answers NOT_FOUND for an unknown queue.
+func (s *Server) PauseQueue(path string) error {
+	_, err := s.store.setQueueState(path, cloudtaskspb.Queue_PAUSED)
+	return err
+}
+
+// ResumeQueue sets the queue at path RUNNING again. It answers NOT_FOUND for
+// an unknown queue.
+func (s *Server) ResumeQueue(path string) error {
+	_, err := s.store.setQueueState(path, cloudtaskspb.Queue_RUNNING)
+	return err
+}
+
+// Tasks returns copies of the tasks stored now in the queue at queuePath, in
+// FULL view (bodies and headers included), in creation order. It returns nil
+// for an unknown queue. Dispatched tasks that succeeded, deleted and purged
+// tasks are not included.
+func (s *Server) Tasks(queuePath string) []*cloudtaskspb.Task {
+	return s.store.snapshotTasks(queuePath)
+}
+
+// Task returns a FULL-view copy of the stored task with the given full name
+// ("projects/P/locations/L/queues/Q/tasks/T"), or false when no such task is
+// stored now.
+func (s *Server) Task(name string) (*cloudtaskspb.Task, bool) {
+	return s.store.snapshotTask(name)
+}
+
+// SetTombstoneTTL sets the name retention of the queue at queuePath: how long
+// the name of a deleted, purged or completed task stays taken (a CreateTask
+// with it answers ALREADY_EXISTS), and the tombstone_ttl that v2beta3 GetQueue
+// reports. d <= 0 clears the setting: v2beta3 GetQueue then reports no
+// tombstone_ttl (which clients read as the service default) and names are
+// retained for DefaultTombstoneTTL. The setting applies to names released
+// after the call; it may be made before the queue exists.
+func (s *Server) SetTombstoneTTL(queuePath string, d time.Duration) {
+	s.store.setTombstoneTTL(queuePath, d)
+}
+
+// InjectErrors scripts the answers of the next len(codes) calls of method: the
+// i-th call answers codes[i] without being served, except codes.OK, which
+// serves the call normally. Calls beyond the script are served normally; a
+// second InjectErrors for the same method appends to its script.
+//
+// method is a v2 method name ("CreateTask", "GetQueue", "ListTasks", ...) or
+// a v2beta3 method name with a "v2beta3." prefix ("v2beta3.GetQueue").
+// InjectErrors panics on a name the API does not have, to catch typos.
+func (s *Server) InjectErrors(method string, cs ...codes.Code) {
+	s.fault.inject(method, cs)
+}
+
+// LoseResponses makes the next n CreateTask calls that succeed store their
+// task as usual but answer UNAVAILABLE, as when a response is lost on the way
+// back. A client that retries an unnamed task then creates a duplicate; a
+// named one gets ALREADY_EXISTS. Calls add to the count.
+func (s *Server) LoseResponses(n int) {
+	s.fault.loseResponses(n)
+}
+
+// SetLatency delays every CreateTask call by d before it is served (or
+// answered with an injected code). The call counts as in flight while it
+// waits. d <= 0 removes the delay.
+func (s *Server) SetLatency(d time.Duration) {
+	s.fault.setLatency(d)
+}
+
+// SetRejectFunc installs a hook run on every CreateTask request that passed
+// the server's own validation: a non-nil error is answered as
+// INVALID_ARGUMENT with the error's text as the message, and nothing is
+// stored. nil removes the hook. The hook runs on the server's goroutines and
+// must be safe for concurrent use.
+func (s *Server) SetRejectFunc(fn func(*cloudtaskspb.CreateTaskRequest) error) {
+	s.store.setRejectFunc(fn)
+}
+
+// Stats returns the server's counters since it started or since the last
+// ResetStats.
+func (s *Server) Stats() Stats {
+	return s.fault.stats()
+}
+
+// ResetStats zeroes the counters; MaxCreateTaskInFlight restarts from the
+// number of CreateTask calls in flight now.
+func (s *Server) ResetStats() {
+	s.fault.resetStats()
+}
+
+// Stats counts what the server saw. CreateTask figures count calls that
+// reached the server (a client's own retries count once per attempt).
+type Stats struct {
+	// CreateTaskCalls is the number of CreateTask calls received, including
+	// those answered with an injected code.
+	CreateTaskCalls int
+	// TasksCreated is the number of tasks stored by CreateTask, including
+	// those whose response was lost (LoseResponses).
+	TasksCreated int
+	// AlreadyExists is the number of CreateTask calls answered
+	// ALREADY_EXISTS because the name was held or recently held. Injected
+	// ALREADY_EXISTS answers are counted in InjectedErrors instead.
+	AlreadyExists int
+	// InjectedErrors is the number of calls, of any method, answered with a
+	// code from InjectErrors.
+	InjectedErrors int
+	// LostResponses is the number of CreateTask calls that stored a task but
+	// answered UNAVAILABLE because of LoseResponses.
+	LostResponses int
+	// CreateTaskInFlight is the number of CreateTask calls being served now
+	// (including the SetLatency wait).
+	CreateTaskInFlight int
+	// MaxCreateTaskInFlight is the highest CreateTaskInFlight seen.
+	MaxCreateTaskInFlight int
+}
