@@ -1,6 +1,12 @@
 // Package formats turns Go struct elements into Cloud Tasks request bodies and reads the
 // request metadata (URL, method, headers, routing, schedule time, task id) that an element
 // carries in fields tagged `cloudtasks:"<key>"`.
+//
+// NewSchema splits an element type into body fields and metadata fields; a Format (json,
+// form-urlencoded, csv, raw, avro) checks the body fields once with NewEncoder and then encodes
+// elements. Everything that can be checked from the Go type is checked at construction, so a
+// pipeline with an element type its format cannot encode fails before it runs. The package
+// does not depend on Beam.
 package formats
 
 import (
@@ -30,26 +36,42 @@ const (
 	NameAvro           = "avro"
 )
 
-// JSON encodes the body fields of an element as one JSON object, with encoding/json semantics.
-// It sets no Content-Type header: set one in the target's headers if the endpoint needs it.
+// JSON encodes the body fields of an element as one JSON object with encoding/json semantics
+// (json tag names, omitempty, ",string", custom marshalers, HTML-safe escaping), in declaration
+// order; metadata fields never appear. A plain string or []byte element is encoded as one JSON
+// value. It sets no Content-Type header: set one in the target's headers if the endpoint
+// needs it.
 func JSON() Format { return Format{Name: NameJSON} }
 
 // FormURLEncoded encodes the body fields as an application/x-www-form-urlencoded body and sets
-// that Content-Type itself. Only string and []string body fields (and pointers to them, where
-// nil omits the field) are accepted.
+// that Content-Type itself. Body fields must be string, []string or []*string, or pointers to
+// them; any other type is rejected by NewEncoder (convert it to a string field). Fields appear
+// in declaration order, a slice repeats the field name once per entry, a nil pointer or an
+// empty slice adds nothing, "" is kept as "name=", and a nil entry in a []*string fails the
+// element. Names and values are encoded byte by byte: letters, digits and "*-._" stay, space
+// becomes '+', everything else becomes %XX (uppercase).
 func FormURLEncoded() Format { return Format{Name: NameFormURLEncoded} }
 
 // CSV encodes the body fields as one CSV record (no header line, no trailing newline). Options:
-// "field-delimiter" (default ","), "null-literal" (default ""), "quote-character" (default `"`)
-// and "disable-quote-character" ("true" never quotes).
+// "field-delimiter" (one character, default ","; `\t` means tab), "null-literal" (written for
+// a nil pointer or nil []byte, default ""), "quote-character" (default `"`) and
+// "disable-quote-character" ("true" never quotes; a value that would need quotes then fails the
+// element). Body fields must be scalars: strings, booleans, integers, floats, []byte (base64),
+// time.Time or other encoding.TextMarshaler types, or pointers to them. It sets no Content-Type.
 func CSV() Format { return Format{Name: NameCSV} }
 
-// Raw sends the element's single string or []byte body field as the body, bytes as given.
+// Raw sends the element's single string or []byte body field as the body, bytes as given. The
+// element type must have exactly one body field (tag the others as metadata or json:"-"), or
+// be a plain string or []byte type. It sets no Content-Type.
 func Raw() Format { return Format{Name: NameRaw} }
 
-// Avro encodes the body fields in Avro binary encoding with the given schema (JSON text).
+// Avro encodes the body fields as one Avro datum in binary encoding (no container file, no
+// schema fingerprint) with the given writer schema (JSON text). For a struct element the
+// schema must be a record whose fields match the body fields one to one by name; NewEncoder
+// checks every field's Go type against its Avro type. Map entries are written in sorted key
+// order, so equal elements give equal bytes. It sets no Content-Type.
 func Avro(schema string) Format {
-	return Format{Name: NameAvro, Options: map[string]string{"schema": schema}}
+	return Format{Name: NameAvro, Options: map[string]string{OptionAvroSchema: schema}}
 }
 
 // IsZero reports whether f is the zero Format, which sends no body.
@@ -71,9 +93,9 @@ const FormContentType = "application/x-www-form-urlencoded"
 // Option keys of the csv format (Format.Options keys; the flat option form prefixes them with
 // "csv.", for example "csv.field-delimiter").
 const (
-	OptionCSVFieldDelimiter     = "field-delimiter"
-	OptionCSVNullLiteral        = "null-literal"
-	OptionCSVQuoteCharacter     = "quote-character"
+	OptionCSVFieldDelimiter        = "field-delimiter"
+	OptionCSVNullLiteral           = "null-literal"
+	OptionCSVQuoteCharacter        = "quote-character"
 	OptionCSVDisableQuoteCharacter = "disable-quote-character"
 )
 

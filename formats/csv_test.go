@@ -1,0 +1,133 @@
+package formats
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type csvRow struct {
+	ID     string   `json:"id"`
+	Qty    int      `json:"qty"`
+	Price  float64  `json:"price"`
+	Paid   bool     `json:"paid"`
+	Note   *string  `json:"note"`
+	Ratio  *float32 `json:"ratio"`
+	Target string   `cloudtasks:"url"`
+}
+
+func TestCSVDefaultOptions(t *testing.T) {
+	enc := encoderFor[csvRow](t, CSV())
+	got := encodeString(t, enc, csvRow{ID: "A-1", Qty: -3, Price: 12.5, Paid: true, Note: ptr(`say "hi", bye`), Ratio: ptr(float32(0.25)), Target: "https://x.test"})
+	assert.Equal(t, `A-1,-3,12.5,true,"say ""hi"", bye",0.25`, got)
+	assert.Equal(t, "", enc.ContentType())
+
+	// nil pointers write the null literal (empty by default); an empty string is quoted so a
+	// reader can tell it from a null.
+	got = encodeString(t, enc, csvRow{})
+	assert.Equal(t, `"",0,0,false,,`, got)
+
+	got = encodeString(t, enc, csvRow{ID: "multi\nline", Price: 1e21, Note: ptr("")})
+	assert.Equal(t, "\"multi\nline\",0,1e+21,false,\"\",", got)
+}
+
+func TestCSVCustomDelimiterAndNullLiteral(t *testing.T) {
+	f := CSV().With(OptionCSVFieldDelimiter, ";").With(OptionCSVNullLiteral, "NULL")
+	enc := encoderFor[csvRow](t, f)
+	got := encodeString(t, enc, csvRow{ID: "a;b", Qty: 7, Price: 0.5, Note: nil, Ratio: nil})
+	assert.Equal(t, `"a;b";7;0.5;false;NULL;NULL`, got)
+	got = encodeString(t, enc, csvRow{ID: "NULL", Note: ptr("x,y")})
+	assert.Equal(t, `"NULL";0;0;false;x,y;NULL`, got)
+	got = encodeString(t, enc, csvRow{ID: ""})
+	assert.Equal(t, `;0;0;false;NULL;NULL`, got)
+}
+
+func TestCSVTabDelimiterAndQuoteCharacter(t *testing.T) {
+	f := CSV().With(OptionCSVFieldDelimiter, `\t`).With(OptionCSVQuoteCharacter, "'")
+	enc := encoderFor[csvRow](t, f)
+	got := encodeString(t, enc, csvRow{ID: "it's", Note: ptr("a\tb"), Price: 2})
+	assert.Equal(t, "'it''s'\t0\t2\tfalse\t'a\tb'\t", got)
+}
+
+func TestCSVDisabledQuoting(t *testing.T) {
+	f := CSV().With(OptionCSVDisableQuoteCharacter, "true")
+	enc := encoderFor[csvRow](t, f)
+	assert.Equal(t, `say "hi",1,0,false,,`, encodeString(t, enc, csvRow{ID: `say "hi"`, Qty: 1}))
+	_, err := enc.Encode(csvRow{ID: "secret,value"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `field ID (body name "id")`)
+	assert.NotContains(t, err.Error(), "secret")
+}
+
+func TestCSVScalarTypes(t *testing.T) {
+	type kinds struct {
+		At    time.Time
+		AtPtr *time.Time
+		Blob  []byte
+		Big   uint64
+		Small int8
+		F32   float32
+		Tiny  float64
+		Level upper // a string type with a JSON marshaler is still a string
+	}
+	enc := encoderFor[kinds](t, CSV())
+	at := time.Date(2024, 5, 6, 7, 8, 9, 500, time.UTC)
+	got := encodeString(t, enc, kinds{At: at, AtPtr: &at, Blob: []byte{0, 1, 2, 0xff}, Big: 18446744073709551615, Small: -8, F32: 0.1, Tiny: 1e-7, Level: "hi"})
+	assert.Equal(t, "2024-05-06T07:08:09.0000005Z,2024-05-06T07:08:09.0000005Z,AAEC/w==,18446744073709551615,-8,0.1,1e-07,hi", got)
+	got = encodeString(t, enc, kinds{})
+	assert.Equal(t, "0001-01-01T00:00:00Z,,,0,0,0,0,\"\"", got)
+}
+
+func TestCSVPlainElement(t *testing.T) {
+	s, err := NewSchema(reflect.TypeFor[string]())
+	require.NoError(t, err)
+	enc, err := CSV().NewEncoder(s)
+	require.NoError(t, err)
+	assert.Equal(t, `"a,b"`, encodeString(t, enc, "a,b"))
+}
+
+func TestCSVRejectsNonScalarFields(t *testing.T) {
+	cases := map[string]reflect.Type{
+		"Tags":   reflect.TypeFor[struct{ Tags []string }](),
+		"Attrs":  reflect.TypeFor[struct{ Attrs map[string]string }](),
+		"Nested": reflect.TypeFor[struct{ Nested struct{ A string } }](),
+		"Any":    reflect.TypeFor[struct{ Any any }](),
+		"PP":     reflect.TypeFor[struct{ PP **string }](),
+		"Cplx":   reflect.TypeFor[struct{ Cplx complex64 }](),
+	}
+	for field, typ := range cases {
+		t.Run(field, func(t *testing.T) {
+			s, err := NewSchema(typ)
+			require.NoError(t, err)
+			_, err = CSV().NewEncoder(s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "csv: field "+field+" has Go type")
+		})
+	}
+}
+
+func TestCSVRejectsBadOptions(t *testing.T) {
+	cases := []struct {
+		f    Format
+		want string
+	}{
+		{CSV().With(OptionCSVFieldDelimiter, ""), `"field-delimiter" must be exactly one character`},
+		{CSV().With(OptionCSVFieldDelimiter, ";;"), `"field-delimiter" must be exactly one character`},
+		{CSV().With(OptionCSVFieldDelimiter, "\n"), `"field-delimiter" must not be a line break`},
+		{CSV().With(OptionCSVQuoteCharacter, "ab"), `"quote-character" must be exactly one character`},
+		{CSV().With(OptionCSVFieldDelimiter, `"`), `"field-delimiter" and "quote-character" must differ`},
+		{CSV().With(OptionCSVDisableQuoteCharacter, "sometimes"), `"disable-quote-character" must be true or false`},
+		{CSV().With(OptionCSVDisableQuoteCharacter, "true").With(OptionCSVQuoteCharacter, "'"), `"quote-character" and "disable-quote-character"=true`},
+		{CSV().With(OptionCSVNullLiteral, "a,b"), `"null-literal" must not contain`},
+		{CSV().With("escape-character", `\`), `unknown option "escape-character"`},
+	}
+	for _, c := range cases {
+		err := c.f.Validate()
+		require.Error(t, err, c.f.Options)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	assert.NoError(t, CSV().With(OptionCSVDisableQuoteCharacter, "false").With(OptionCSVQuoteCharacter, "'").Validate())
+}

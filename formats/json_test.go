@@ -1,0 +1,115 @@
+package formats
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+type jsonOrder struct {
+	OrderID   string            `json:"order_id"`
+	Amount    float64           `json:"amount"`
+	Note      string            `json:"note,omitempty"`
+	Count     int               `json:",string"`
+	Trace     map[string]string `cloudtasks:"headers" json:"trace"`
+	Key       string            `cloudtasks:"task-id"`
+	Internal  string            `json:"-"`
+	Lines     []jsonLine        `json:"lines"`
+	Scheduled time.Time         `cloudtasks:"schedule-time"`
+}
+
+type jsonLine struct {
+	SKU string `json:"sku"`
+	Qty int    `json:"qty"`
+}
+
+func TestJSONEncodesOnlyBodyFieldsInOrder(t *testing.T) {
+	enc := encoderFor[jsonOrder](t, JSON())
+	got := encodeString(t, enc, jsonOrder{
+		OrderID: "42", Amount: 12.5, Count: 3,
+		Trace: map[string]string{"X-Trace-Id": "t"}, Key: "k", Internal: "hidden",
+		Lines:     []jsonLine{{"A-1", 2}},
+		Scheduled: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
+	})
+	assert.Equal(t, `{"order_id":"42","amount":12.5,"Count":"3","lines":[{"sku":"A-1","qty":2}]}`, got)
+	assert.Equal(t, "", enc.ContentType())
+
+	got = encodeString(t, enc, &jsonOrder{OrderID: "43", Note: "<b>&"})
+	assert.Equal(t, `{"order_id":"43","amount":0,"note":"\u003cb\u003e\u0026","Count":"0","lines":null}`, got)
+}
+
+type upper string
+
+func (u upper) MarshalJSON() ([]byte, error) { return []byte(`"UP:` + string(u) + `"`), nil }
+
+func TestJSONHonoursFieldMarshalers(t *testing.T) {
+	type elem struct {
+		Name upper     `json:"name"`
+		At   time.Time `json:"at"`
+	}
+	enc := encoderFor[elem](t, JSON())
+	got := encodeString(t, enc, elem{Name: "x", At: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)})
+	assert.Equal(t, `{"name":"UP:x","at":"2024-05-06T07:08:09Z"}`, got)
+}
+
+func TestJSONPlainElements(t *testing.T) {
+	s, err := NewSchema(reflect.TypeFor[string]())
+	require.NoError(t, err)
+	enc, err := JSON().NewEncoder(s)
+	require.NoError(t, err)
+	assert.Equal(t, `"a\"b"`, encodeString(t, enc, `a"b`))
+
+	type onlyMeta struct {
+		U string `cloudtasks:"url"`
+	}
+	enc = encoderFor[onlyMeta](t, JSON())
+	assert.Equal(t, `{}`, encodeString(t, enc, onlyMeta{U: "https://x.test"}))
+}
+
+type failingMarshaler struct{}
+
+func (failingMarshaler) MarshalJSON() ([]byte, error) {
+	return nil, errors.New("contains secret-token-123")
+}
+
+func TestJSONElementErrorsNameTheFieldNotTheData(t *testing.T) {
+	type elem struct {
+		Fine  string           `json:"fine"`
+		Token failingMarshaler `json:"token"`
+	}
+	enc := encoderFor[elem](t, JSON())
+	_, err := enc.Encode(elem{Fine: "private-data"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `field Token (body name "token")`)
+	assert.NotContains(t, err.Error(), "secret-token-123")
+	assert.NotContains(t, err.Error(), "private-data")
+
+	type num struct{ Ratio float64 }
+	enc = encoderFor[num](t, JSON())
+	_, err = enc.Encode(num{Ratio: math.Inf(1)})
+	assert.ErrorContains(t, err, "field Ratio")
+}
+
+func TestJSONRejectsUnencodableTypes(t *testing.T) {
+	cases := map[string]reflect.Type{
+		"C":    reflect.TypeFor[struct{ C chan int }](),
+		"F":    reflect.TypeFor[struct{ F func() }](),
+		"Z":    reflect.TypeFor[struct{ Z complex128 }](),
+		"M":    reflect.TypeFor[struct{ M map[[2]int]string }](),
+		"Deep": reflect.TypeFor[struct{ Deep []struct{ Ch chan string } }](),
+	}
+	for field, typ := range cases {
+		t.Run(field, func(t *testing.T) {
+			s, err := NewSchema(typ)
+			require.NoError(t, err)
+			_, err = JSON().NewEncoder(s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "json: field "+field+":")
+		})
+	}
+}
