@@ -1,0 +1,140 @@
+package cloudtasksio_test
+
+import (
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// tryWrite builds a pipeline over elems and returns TryWrite's error.
+func tryWrite(cfg cloudtasksio.Config, elems ...any) error {
+	p, s := beam.NewPipelineWithRoot()
+	_ = p
+	col := beam.Create(s, elems...)
+	_, err := cloudtasksio.TryWrite(s, cfg, col)
+	return err
+}
+
+var testQueue = cloudtasksio.Queue{Project: "p", Location: "l", Name: "q"}
+
+func validHTTP() *cloudtasksio.HTTPTarget {
+	return &cloudtasksio.HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}
+}
+
+// unregisteredQueue has the right signature but is never registered.
+func unregisteredQueue(order) (cloudtasksio.Queue, error) { return testQueue, nil }
+
+func TestConstructionErrors(t *testing.T) {
+	o := order{ID: "1"}
+	cases := []struct {
+		name string
+		cfg  cloudtasksio.Config
+		elem any
+		want string
+	}{
+		{"no destination", cloudtasksio.Config{HTTP: validHTTP()}, o, "no destination"},
+		{"both destinations", cloudtasksio.Config{Queue: testQueue, QueueFn: queueByRegion, HTTP: validHTTP()}, o, "both set"},
+		{"invalid queue", cloudtasksio.Config{Queue: cloudtasksio.Queue{Project: "p", Location: "l", Name: "bad/name"}, HTTP: validHTTP()}, o, "Queue.Name"},
+		{"no target", cloudtasksio.Config{Queue: testQueue}, o, "exactly one of Config.HTTP"},
+		{"two targets", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Serializer: serializeOrder}, o, "exactly one of Config.HTTP"},
+		{"OIDC and OAuth", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			OIDC: &cloudtasksio.OIDCToken{ServiceAccountEmail: "a@p.iam.gserviceaccount.com"}, OAuth: &cloudtasksio.OAuthToken{ServiceAccountEmail: "a@p.iam.gserviceaccount.com"}}}, o, "OIDC and HTTPTarget.OAuth"},
+		{"blank OIDC account", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			OIDC: &cloudtasksio.OIDCToken{ServiceAccountEmail: " "}}}, o, "OIDC.ServiceAccountEmail is blank"},
+		{"bad method", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/", Method: "FETCH"}}, o, "HTTPTarget.Method"},
+		{"relative URL", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "/orders"}}, o, "HTTPTarget.URL"},
+		{"no URL and no url field", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{}}, o, "HTTPTarget.URL is empty"},
+		{"dispatch deadline", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/", DispatchDeadline: time.Hour}}, o, "DispatchDeadline"},
+		{"duplicate headers", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			Headers: map[string]string{"X-A": "1", "x-a": "2"}}}, o, "same name ignoring case"},
+		{"reserved App Engine header", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "/t",
+			Headers: map[string]string{"X-AppEngine-QueueName": "q"}}}, o, "cannot be overridden"},
+		{"bad relative URI", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "tasks"}}, o, "RelativeURI"},
+		{"HTTP key on App Engine", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "/t"}}, routedOrder{}, "url"},
+		{"App Engine key on HTTP", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP()}, appEngineOrder{}, "app-engine-service"},
+		{"bad emulator endpoint", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), EmulatorEndpoint: "localhost"}, o, "Config.EmulatorEndpoint"},
+		{"key file with emulator", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), EmulatorEndpoint: "localhost:8123",
+			ServiceAccountKeyFile: "/secrets/key.json"}, o, "ServiceAccountKeyFile cannot be used with Config.EmulatorEndpoint"},
+		{"pool with emulator", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), EmulatorEndpoint: "localhost:8123",
+			Writer: cloudtasksio.WriterOptions{ChannelPoolSize: 4}}, o, "ChannelPoolSize cannot be used"},
+		{"negative cap", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{MaxInFlightTasks: -1}}, o, "MaxInFlightTasks"},
+		{"backoffs inverted", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{
+			RecoveryInitialBackoff: time.Minute, RecoveryMaxBackoff: time.Second}}, o, "RecoveryMaxBackoff"},
+		{"unknown policy", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), OnFailure: 7}, o, "Config.OnFailure"},
+		{"staged without exactly-once", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Staged: &cloudtasksio.StagedOptions{}}, o, "Config.Staged"},
+		{"exactly-once with QueueFn", cloudtasksio.Config{QueueFn: queueByRegion, HTTP: validHTTP(), Delivery: cloudtasksio.ExactlyOnce}, o, "fixed Config.Queue"},
+		{"exactly-once with dead letters", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Delivery: cloudtasksio.ExactlyOnce,
+			OnFailure: cloudtasksio.DeadLetter}, o, "FailBundle"},
+		{"unregistered QueueFn", cloudtasksio.Config{QueueFn: unregisteredQueue, HTTP: validHTTP()}, o, "not registered"},
+		{"closure QueueFn", cloudtasksio.Config{QueueFn: func(order) (cloudtasksio.Queue, error) { return testQueue, nil }, HTTP: validHTTP()}, o, "closure"},
+		{"mis-typed QueueFn", cloudtasksio.Config{QueueFn: queueByRegion, HTTP: validHTTP()}, appEngineOrder{}, "QueueFn has type"},
+		{"mis-typed Serializer", cloudtasksio.Config{Queue: testQueue, Serializer: keyOfOrder}, o, "Serializer has type"},
+		{"QueueFn not a function", cloudtasksio.Config{QueueFn: "q", HTTP: validHTTP()}, o, "must be a function"},
+		{"TaskIDFn and task-id field", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), TaskIDFn: keyOfKeyedOrder}, keyedOrder{}, "both name tasks"},
+		{"form with conflicting Content-Type", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			Body: formats.FormURLEncoded(), Headers: map[string]string{"Content-Type": "application/json"}}}, formOrder{}, "Content-Type"},
+		{"format cannot encode the type", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			Body: formats.FormURLEncoded()}}, o, "Amount"},
+		{"unknown format", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			Body: formats.Format{Name: "yaml"}}}, o, "yaml"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := tryWrite(c.cfg, c.elem)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Panics(t, func() {
+				_, s := beam.NewPipelineWithRoot()
+				cloudtasksio.Write(s, c.cfg, beam.Create(s, c.elem))
+			})
+		})
+	}
+}
+
+func TestValidConfigsConstruct(t *testing.T) {
+	cases := []struct {
+		name string
+		cfg  cloudtasksio.Config
+		elem any
+	}{
+		{"fixed HTTP", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP()}, order{}},
+		{"url field", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{Method: "put", Body: formats.JSON()}}, routedOrder{}},
+		{"App Engine", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "/t",
+			Routing: &cloudtasksio.AppEngineRouting{Service: "worker"}, Body: formats.JSON()}}, appEngineOrder{}},
+		{"serializer", cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder, TaskIDFn: keyOfOrder}, order{}},
+		{"emulator", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), EmulatorEndpoint: "127.0.0.1:8123"}, order{}},
+		{"key file and pool", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), ServiceAccountKeyFile: "/secrets/key.json",
+			Writer: cloudtasksio.WriterOptions{ChannelPoolSize: 8}}, order{}},
+		{"form with equal Content-Type", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
+			Body: formats.FormURLEncoded(), Headers: map[string]string{"content-type": "application/x-www-form-urlencoded"}}}, formOrder{}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			require.NoError(t, tryWrite(c.cfg, c.elem))
+		})
+	}
+}
+
+func TestFailedTaskRecoversTheTask(t *testing.T) {
+	_, err := cloudtasksio.FailedTask(deadLetterOf(nil))
+	assert.ErrorContains(t, err, "carries no task")
+	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "https://e.com/"}}}
+	got, err := cloudtasksio.FailedTask(deadLetterOf(task))
+	require.NoError(t, err)
+	assert.Equal(t, "https://e.com/", got.GetHttpRequest().GetUrl())
+	fe := deadLetterOf(task)
+	fe.Connector = "pubsub"
+	_, err = cloudtasksio.FailedTask(fe)
+	assert.ErrorContains(t, err, "pubsub")
+	fe = deadLetterOf(task)
+	fe.Payload = []byte{0xff, 0xff}
+	_, err = cloudtasksio.FailedTask(fe)
+	assert.ErrorContains(t, err, "not a Cloud Tasks task")
+}

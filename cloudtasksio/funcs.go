@@ -1,0 +1,87 @@
+package cloudtasksio
+
+import (
+	"fmt"
+	"reflect"
+	"regexp"
+	"sync"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+)
+
+var errorType = reflect.TypeOf((*error)(nil)).Elem()
+
+// closureName matches the compiler's names for function literals ("pkg.Outer.func1") and
+// method values ("pkg.T.Method-fm"): neither survives the trip to a worker.
+var closureName = regexp.MustCompile(`\.func\d+(\.\d+)*$|-fm$`)
+
+// encodeUserFunc checks that fn is a registered top-level func(T) (R, error) for the element
+// type elem and wraps it for the DoFn's serialized form. field names the Config field.
+func encodeUserFunc(field string, fn any, elem, ret reflect.Type) (*beam.EncodedFunc, error) {
+	want := fmt.Sprintf("func(%v) (%v, error)", elem, ret)
+	t := reflect.TypeOf(fn)
+	if t == nil || t.Kind() != reflect.Func {
+		return nil, fmt.Errorf("cloudtasksio: Config.%s must be a function %s, got %T", field, want, fn)
+	}
+	if reflect.ValueOf(fn).IsNil() {
+		return nil, fmt.Errorf("cloudtasksio: Config.%s is a nil function", field)
+	}
+	if t.NumIn() != 1 || t.IsVariadic() || !elem.AssignableTo(t.In(0)) ||
+		t.NumOut() != 2 || t.Out(0) != ret || t.Out(1) != errorType {
+		return nil, fmt.Errorf("cloudtasksio: Config.%s has type %v; want %s for this PCollection", field, t, want)
+	}
+	name := reflectx.FunctionName(fn)
+	if closureName.MatchString(name) {
+		return nil, fmt.Errorf("cloudtasksio: Config.%s is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", field, name)
+	}
+	if !registered(name, t) {
+		return nil, fmt.Errorf("cloudtasksio: Config.%s (%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
+			field, name, t.In(0), ret, shortName(name))
+	}
+	f := reflectx.MakeFunc(fn)
+	return &beam.EncodedFunc{Fn: f}, nil
+}
+
+// registered reports whether the function called name was registered with the Beam runtime
+// (the register package does that). It asks the runtime with symbol-table lookup switched off,
+// the way Beam's own vet runner tells registered functions from the rest; an unregistered
+// function may not be found by name on a worker.
+func registered(name string, t reflect.Type) bool {
+	resolverMu.Lock()
+	defer resolverMu.Unlock()
+	saved := runtime.Resolver
+	runtime.Resolver = noSymbols{}
+	defer func() { runtime.Resolver = saved }()
+	_, err := runtime.ResolveFunction(name, t)
+	return err == nil
+}
+
+var resolverMu sync.Mutex
+
+// noSymbols is a symbol resolver that finds nothing.
+type noSymbols struct{}
+
+func (noSymbols) Sym2Addr(name string) (uintptr, error) {
+	return 0, fmt.Errorf("%s is not registered", name)
+}
+
+func shortName(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			full = full[i+1:]
+			break
+		}
+	}
+	return full
+}
+
+// call1x2 calls a decoded user function and splits its results.
+func call1x2(f reflectx.Func1x2, elem any) (any, error) {
+	out, errOut := f.Call1x2(elem)
+	if errOut != nil {
+		return out, errOut.(error)
+	}
+	return out, nil
+}

@@ -1,0 +1,82 @@
+package cloudtasksio
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// Queue identifies a Cloud Tasks queue. Queues are regional, so the location is part of the
+// identity. A Queue is plain data; the sink never creates or configures the queue itself.
+type Queue struct{ Project, Location, Name string }
+
+// NewQueue returns the queue projects/<project>/locations/<location>/queues/<name>. Each part
+// must be non-blank, contain no '/' and no whitespace; the name must be a valid queue id
+// (letters, digits and hyphens, at most 100 characters).
+func NewQueue(project, location, name string) (Queue, error) {
+	q := Queue{Project: project, Location: location, Name: name}
+	if err := q.validate(); err != nil {
+		return Queue{}, err
+	}
+	return q, nil
+}
+
+// ParseQueue parses a queue resource name of the form
+// "projects/<project>/locations/<location>/queues/<name>".
+func ParseQueue(path string) (Queue, error) {
+	parts := strings.Split(path, "/")
+	if len(parts) != 6 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "queues" {
+		return Queue{}, fmt.Errorf("cloudtasksio: queue path %q is not of the form projects/P/locations/L/queues/Q", path)
+	}
+	return NewQueue(parts[1], parts[3], parts[5])
+}
+
+// Path returns the queue's resource name, "projects/P/locations/L/queues/Q".
+func (q Queue) Path() string {
+	return "projects/" + q.Project + "/locations/" + q.Location + "/queues/" + q.Name
+}
+
+// String returns Path().
+func (q Queue) String() string { return q.Path() }
+
+// IsZero reports whether q is the zero Queue (no fixed queue configured).
+func (q Queue) IsZero() bool { return q == Queue{} }
+
+func (q Queue) validate() error {
+	for _, p := range []struct{ field, value string }{
+		{"Project", q.Project}, {"Location", q.Location}, {"Name", q.Name},
+	} {
+		switch {
+		case strings.TrimSpace(p.value) == "":
+			return fmt.Errorf("cloudtasksio: Queue.%s is blank", p.field)
+		case strings.ContainsAny(p.value, "/"):
+			return fmt.Errorf("cloudtasksio: Queue.%s %q contains '/'", p.field, p.value)
+		case strings.IndexFunc(p.value, isSpace) >= 0:
+			return fmt.Errorf("cloudtasksio: Queue.%s %q contains whitespace", p.field, p.value)
+		}
+	}
+	if len(q.Name) > 100 || strings.IndexFunc(q.Name, func(r rune) bool { return !isQueueIDRune(r) }) >= 0 {
+		return fmt.Errorf("cloudtasksio: Queue.Name %q is not a queue id (letters, digits and hyphens, at most 100)", q.Name)
+	}
+	return nil
+}
+
+func isSpace(r rune) bool { return unicode.IsSpace(r) }
+
+func isQueueIDRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-'
+}
+
+// TaskID returns the task id the sink uses for a deduplication key: the lowercase hex SHA-256
+// digest of the key's UTF-8 bytes (64 characters). Hashing spreads ids evenly over the queue's
+// key space, which Cloud Tasks needs to serve named tasks efficiently, whatever the keys look
+// like. Use it to find the task created for a key: Queue.Path() + "/tasks/" + TaskID(key).
+func TaskID(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// taskName is the full resource name of the task with id TaskID(key) in q.
+func taskName(q Queue, key string) string { return q.Path() + "/tasks/" + TaskID(key) }

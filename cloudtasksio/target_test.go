@@ -1,0 +1,171 @@
+package cloudtasksio
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+func TestParseEndpoint(t *testing.T) {
+	for _, ok := range []string{"localhost:8123", "127.0.0.1:1", "[::1]:65535", "emulator:443"} {
+		_, _, err := parseEndpoint("Config.EmulatorEndpoint", ok)
+		assert.NoError(t, err, ok)
+	}
+	for _, bad := range []string{"", "localhost", ":8123", "localhost:", "localhost:0", "localhost:65536",
+		"localhost:80x", "local host:80", "localhost:80 ", "::1:80x", "[::1:80", "localhost:-1", "localhost:+80",
+		"http://localhost:80/x", "localhost:123456"} {
+		_, _, err := parseEndpoint("Config.EmulatorEndpoint", bad)
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), "Config.EmulatorEndpoint")
+		}
+	}
+}
+
+func FuzzParseEndpoint(f *testing.F) {
+	for _, s := range []string{"localhost:8123", "[::1]:80", "a:0", "a:65536", " a:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		host, port, err := parseEndpoint("f", s)
+		if err != nil {
+			return
+		}
+		if port < 1 || port > 65535 || host == "" || strings.ContainsAny(s, " \t\r\n") {
+			t.Fatalf("accepted %q as host %q port %d", s, host, port)
+		}
+		if !strings.HasPrefix(s, host+":") {
+			t.Fatalf("%q does not start with host %q", s, host)
+		}
+		if n, err := strconv.Atoi(s[len(host)+1:]); err != nil || n != port {
+			t.Fatalf("%q does not end in port %d", s, port)
+		}
+	})
+}
+
+func TestCheckRelativeURI(t *testing.T) {
+	for _, ok := range []string{"", "/", "/tasks/orders", "/tasks?id=1&x=%20y"} {
+		assert.NoError(t, checkRelativeURI("RelativeURI", ok), ok)
+	}
+	for _, bad := range []string{"tasks", "//host/tasks", "/a b", "/a#frag", "/a\tb", "/a\nb", "/" + strings.Repeat("a", 2083)} {
+		assert.Error(t, checkRelativeURI("RelativeURI", bad), bad)
+	}
+}
+
+func FuzzCheckRelativeURI(f *testing.F) {
+	for _, s := range []string{"", "/", "/a?b=c", "//x", "/a#b", "a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		if checkRelativeURI("f", uri) != nil {
+			return
+		}
+		if uri == "" {
+			return
+		}
+		if uri[0] != '/' || strings.HasPrefix(uri, "//") || strings.ContainsAny(uri, "# \t\r\n") || len(uri) > maxURLLength {
+			t.Fatalf("accepted %q", uri)
+		}
+	})
+}
+
+func TestCheckURL(t *testing.T) {
+	for _, ok := range []string{"https://api.example.com/v1/orders", "http://127.0.0.1:8080/x?y=1", "HTTPS://EXAMPLE.COM"} {
+		assert.NoError(t, checkURL("URL", ok), ok)
+	}
+	for _, bad := range []string{"", "/relative", "ftp://example.com/", "https://", "https:///path", "https://exa mple.com/",
+		"https://example.com/" + strings.Repeat("a", 2083), "mailto:x@example.com"} {
+		assert.Error(t, checkURL("URL", bad), bad)
+	}
+}
+
+func TestCheckHeaders(t *testing.T) {
+	require.NoError(t, checkHeaders("Headers", map[string]string{"Content-Type": "application/json", "X-Trace": "1"}, false))
+	assert.ErrorContains(t, checkHeaders("Headers", map[string]string{"X-A": "1", "x-a": "2"}, false), "same name ignoring case")
+	assert.ErrorContains(t, checkHeaders("Headers", map[string]string{"Bad Name": "1"}, false), "not a valid HTTP header name")
+	assert.ErrorContains(t, checkHeaders("Headers", map[string]string{"X-A": "1\r\nX-B: 2"}, false), "CR, LF or NUL")
+	assert.ErrorContains(t, checkHeaders("Headers", map[string]string{"X-Big": strings.Repeat("v", maxHeaderBytes)}, false), "limit")
+	for _, reserved := range []string{"Host", "content-length", "X-Google-Foo", "x-appengine-queuename"} {
+		err := checkHeaders("AppEngineTarget.Headers", map[string]string{reserved: "v"}, true)
+		assert.ErrorContains(t, err, "cannot be overridden", reserved)
+		assert.NoError(t, checkHeaders("HTTPTarget.Headers", map[string]string{reserved: "v"}, false), reserved)
+	}
+}
+
+func httpTask(method cloudtaskspb.HttpMethod, body string) *cloudtaskspb.Task {
+	return &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+		Url: "https://example.com/x", HttpMethod: method, Body: []byte(body)}}}
+}
+
+func TestValidateTask(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	require.NoError(t, validateTask(httpTask(cloudtaskspb.HttpMethod_POST, "{}"), now))
+	require.NoError(t, validateTask(httpTask(cloudtaskspb.HttpMethod_HTTP_METHOD_UNSPECIFIED, "{}"), now), "unspecified means POST")
+	require.NoError(t, validateTask(httpTask(cloudtaskspb.HttpMethod_GET, ""), now))
+	assert.ErrorContains(t, validateTask(httpTask(cloudtaskspb.HttpMethod_GET, "x"), now), "body under GET")
+
+	ahead := httpTask(cloudtaskspb.HttpMethod_POST, "")
+	ahead.ScheduleTime = timestamppb.New(now.Add(30*24*time.Hour + time.Second))
+	assert.ErrorContains(t, validateTask(ahead, now), "30 days ahead")
+	ahead.ScheduleTime = timestamppb.New(now.Add(30 * 24 * time.Hour))
+	assert.NoError(t, validateTask(ahead, now))
+
+	dl := httpTask(cloudtaskspb.HttpMethod_POST, "")
+	dl.DispatchDeadline = durationpb.New(31 * time.Minute)
+	assert.ErrorContains(t, validateTask(dl, now), "dispatch_deadline")
+	dl.DispatchDeadline = durationpb.New(14 * time.Second)
+	assert.ErrorContains(t, validateTask(dl, now), "dispatch_deadline")
+
+	ae := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_AppEngineHttpRequest{AppEngineHttpRequest: &cloudtaskspb.AppEngineHttpRequest{
+		RelativeUri: "/t", HttpMethod: cloudtaskspb.HttpMethod_PATCH, Body: []byte("x")}}}
+	assert.ErrorContains(t, validateTask(ae, now), "only POST and PUT")
+	ae.GetAppEngineHttpRequest().HttpMethod = cloudtaskspb.HttpMethod_PUT
+	assert.NoError(t, validateTask(ae, now))
+	ae.DispatchDeadline = durationpb.New(24 * time.Hour)
+	assert.NoError(t, validateTask(ae, now), "App Engine allows up to 24h15s")
+	ae.GetAppEngineHttpRequest().AppEngineRouting = &cloudtaskspb.AppEngineRouting{Host: "x.appspot.com"}
+	assert.ErrorContains(t, validateTask(ae, now), "output only")
+
+	assert.ErrorContains(t, validateTask(&cloudtaskspb.Task{}, now), "neither")
+
+	oidc := httpTask(cloudtaskspb.HttpMethod_POST, "")
+	oidc.GetHttpRequest().AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: " "}}
+	assert.ErrorContains(t, validateTask(oidc, now), "service_account_email is blank")
+}
+
+func TestMergeHeadersKeepsTheElementSpelling(t *testing.T) {
+	got := mergeHeaders(map[string]string{"X-Trace": "fixed", "Accept": "a"}, map[string]string{"x-trace": "elem"})
+	assert.Equal(t, map[string]string{"x-trace": "elem", "Accept": "a"}, got)
+}
+
+func TestWithContentType(t *testing.T) {
+	const form = "application/x-www-form-urlencoded"
+	got, err := withContentType("h", map[string]string{"content-type": " Application/X-WWW-Form-URLEncoded "}, form)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"Content-Type": form}, got)
+	got, err = withContentType("h", nil, form)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"Content-Type": form}, got)
+	_, err = withContentType("h", map[string]string{"Content-Type": form + "; charset=utf-8"}, form)
+	assert.ErrorContains(t, err, "Content-Type")
+	_, err = withContentType("h", map[string]string{"Content-Type": "application/json"}, form)
+	assert.ErrorContains(t, err, "Content-Type")
+	got, err = withContentType("h", map[string]string{"Content-Type": "application/json"}, "")
+	require.NoError(t, err)
+	assert.Equal(t, "application/json", got["Content-Type"])
+}
+
+func TestBoundedTextCutsOnARuneBoundary(t *testing.T) {
+	s := strings.Repeat("東", 1000)
+	got := boundedText(s, 100)
+	assert.LessOrEqual(t, len(got), 100)
+	assert.True(t, strings.HasSuffix(got, "[truncated]"))
+	assert.True(t, strings.HasPrefix(s, strings.TrimSuffix(got, "…[truncated]")))
+	assert.Equal(t, "short", boundedText("short", 100))
+}

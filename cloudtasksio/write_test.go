@@ -1,0 +1,364 @@
+package cloudtasksio_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/passert"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// fastRetries keeps retry tests quick: the budgets are the defaults, the waits are short.
+var fastRetries = cloudtasksio.WriterOptions{
+	RecoveryInitialBackoff: time.Millisecond, RecoveryMaxBackoff: 5 * time.Millisecond,
+	NotFoundRecoveryInitialBackoff: time.Millisecond, NotFoundRecoveryMaxBackoff: 5 * time.Millisecond,
+}
+
+// newServer starts a cloudtaskstest server that stores tasks without dispatching them, with
+// queue q (and q-eu) created.
+func newServer(t *testing.T) *cloudtaskstest.Server {
+	t.Helper()
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	t.Cleanup(func() { srv.Close() })
+	for _, q := range []string{"q", "q-eu"} {
+		_, err := srv.CreateQueue("projects/p/locations/l/queues/" + q)
+		require.NoError(t, err)
+	}
+	return srv
+}
+
+func orders(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = order{ID: fmt.Sprint(i), Amount: i + 1}
+	}
+	return out
+}
+
+func keyedOrders(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = keyedOrder{ID: fmt.Sprint(i), Key: fmt.Sprintf("order-%d", i)}
+	}
+	return out
+}
+
+// run writes elems with cfg on prism and returns the pipeline's metrics (nil on failure).
+func run(t *testing.T, cfg cloudtasksio.Config, elems []any, check ...func(s beam.Scope, deadLetters beam.PCollection)) (counters map[string]int64, err error) {
+	t.Helper()
+	return runFrom(t, cfg, func(s beam.Scope) beam.PCollection { return beam.Create(s, elems...) }, check...)
+}
+
+// runFrom is run with the input built by source.
+func runFrom(t *testing.T, cfg cloudtasksio.Config, source func(beam.Scope) beam.PCollection, check ...func(s beam.Scope, deadLetters beam.PCollection)) (counters map[string]int64, err error) {
+	t.Helper()
+	p, s := beam.NewPipelineWithRoot()
+	deadLetters := cloudtasksio.Write(s, cfg, source(s))
+	for _, c := range check {
+		c(s, deadLetters)
+	}
+	pr, err := ptest.RunWithMetrics(p)
+	if err != nil {
+		return nil, err
+	}
+	counters = map[string]int64{}
+	for _, c := range pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "cloudtasksio" }).Counters() {
+		counters[c.Name()] += c.Result()
+	}
+	return counters, nil
+}
+
+func httpConfig(srv *cloudtaskstest.Server) cloudtasksio.Config {
+	return cloudtasksio.Config{
+		Queue:            testQueue,
+		HTTP:             &cloudtasksio.HTTPTarget{URL: "https://example.com/orders", Headers: map[string]string{"Content-Type": "application/json"}, Body: formats.JSON()},
+		EmulatorEndpoint: srv.Addr,
+		Writer:           fastRetries,
+	}
+}
+
+func TestUnnamedElementsCreateOneTaskEachAndAgainOnReplay(t *testing.T) {
+	srv := newServer(t)
+	const n = 300
+	counters, err := run(t, httpConfig(srv), orders(n))
+	require.NoError(t, err)
+	tasks := srv.Tasks(testQueue.Path())
+	require.Len(t, tasks, n)
+	assert.Equal(t, int64(n), counters["numRecordsSend"])
+	assert.Zero(t, counters["tasksDeduplicated"])
+
+	req := tasks[0].GetHttpRequest()
+	assert.Equal(t, "https://example.com/orders", req.GetUrl())
+	assert.Equal(t, cloudtaskspb.HttpMethod_POST, req.GetHttpMethod())
+	assert.Equal(t, "application/json", req.GetHeaders()["Content-Type"])
+	assert.Regexp(t, `^\{"id":"\d+","amount":\d+\}$`, string(req.GetBody()))
+	var bytes int64
+	for _, task := range tasks {
+		task.Name, task.CreateTime, task.ScheduleTime, task.View = "", nil, nil, 0
+		bytes += int64(protoSize(task))
+	}
+	assert.Equal(t, bytes, counters["numBytesSend"], "numBytesSend counts the wire bytes of the tasks as sent")
+
+	_, err = run(t, httpConfig(srv), orders(n))
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 2*n, "a replay of unnamed tasks creates them again")
+}
+
+func TestNamedTasksAreCreatedOnceAcrossReplays(t *testing.T) {
+	srv := newServer(t)
+	const n = 200
+	_, err := run(t, httpConfig(srv), keyedOrders(n))
+	require.NoError(t, err)
+	counters, err := run(t, httpConfig(srv), keyedOrders(n))
+	require.NoError(t, err)
+
+	tasks := srv.Tasks(testQueue.Path())
+	require.Len(t, tasks, n)
+	names := map[string]bool{}
+	for _, task := range tasks {
+		names[task.GetName()] = true
+		assert.NotContains(t, string(task.GetHttpRequest().GetBody()), "order-", "the task-id field never reaches the body")
+	}
+	for i := 0; i < n; i++ {
+		assert.True(t, names[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID(fmt.Sprintf("order-%d", i))], i)
+	}
+	assert.Equal(t, int64(n), counters["numRecordsSend"], "a deduplicated task still counts as sent")
+	assert.Equal(t, int64(n), counters["tasksDeduplicated"])
+	assert.Zero(t, counters["numRecordsSendErrors"])
+}
+
+func TestOneKeyInTwoQueuesMakesTwoTasks(t *testing.T) {
+	srv := newServer(t)
+	cfg := cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder, TaskIDFn: keyOfOrder,
+		EmulatorEndpoint: srv.Addr, Writer: cloudtasksio.WriterOptions{PerDestinationMetrics: true}}
+	counters, err := run(t, cfg, []any{order{ID: "7", Amount: 1, Region: "us"}, order{ID: "7", Amount: 1, Region: "eu"}})
+	require.NoError(t, err)
+	us, eu := srv.Tasks("projects/p/locations/l/queues/q"), srv.Tasks("projects/p/locations/l/queues/q-eu")
+	require.Len(t, us, 1)
+	require.Len(t, eu, 1)
+	assert.Equal(t, "projects/p/locations/l/queues/q/tasks/"+cloudtasksio.TaskID("order-7"), us[0].GetName())
+	assert.Equal(t, "projects/p/locations/l/queues/q-eu/tasks/"+cloudtasksio.TaskID("order-7"), eu[0].GetName())
+	assert.Equal(t, cloudtaskspb.HttpMethod_PUT, eu[0].GetHttpRequest().GetHttpMethod())
+	assert.Equal(t, int64(1), counters["destination.projects/p/locations/l/queues/q.recordsSend"])
+	assert.Equal(t, int64(1), counters["destination.projects/p/locations/l/queues/q-eu.recordsSend"])
+}
+
+func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
+	srv := newServer(t)
+	srv.SetLatency(20 * time.Millisecond)
+	cfg := httpConfig(srv)
+	cfg.Writer.MaxInFlightTasks = 5
+	_, err := run(t, cfg, orders(50))
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 50)
+	st := srv.Stats()
+	assert.LessOrEqual(t, st.MaxCreateTaskInFlight, 5)
+	assert.GreaterOrEqual(t, st.MaxCreateTaskInFlight, 2, "creates should overlap up to the cap")
+}
+
+func TestAMissingQueueFailsAfterTheNotFoundBudget(t *testing.T) {
+	srv := newServer(t)
+	cfg := httpConfig(srv)
+	cfg.Queue = cloudtasksio.Queue{Project: "p", Location: "l", Name: "missing"}
+	_, err := run(t, cfg, orders(1))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "NOT_FOUND")
+	assert.Contains(t, err.Error(), "projects/p/locations/l/queues/missing")
+	assert.Equal(t, 3, srv.Stats().CreateTaskCalls, "the NOT_FOUND budget is 3 attempts, the first included")
+}
+
+// rejectMarked makes the server answer INVALID_ARGUMENT for orders whose body carries id "x…".
+func rejectMarked(srv *cloudtaskstest.Server) {
+	srv.SetRejectFunc(func(req *cloudtaskspb.CreateTaskRequest) error {
+		if strings.Contains(string(req.GetTask().GetHttpRequest().GetBody()), `"id":"x`) {
+			return fmt.Errorf("rejected by test")
+		}
+		return nil
+	})
+}
+
+func ordersWithRejects() []any {
+	return []any{order{ID: "1", Amount: 1}, order{ID: "x2", Amount: 2}, order{ID: "3", Amount: 3}, order{ID: "x4", Amount: 4}}
+}
+
+func TestInvalidArgumentIsDeadLetteredWithAParseableTask(t *testing.T) {
+	srv := newServer(t)
+	rejectMarked(srv)
+	cfg := httpConfig(srv)
+	cfg.OnFailure = cloudtasksio.DeadLetter
+	counters, err := run(t, cfg, ordersWithRejects(), func(s beam.Scope, dl beam.PCollection) {
+		passert.Equals(s, beam.ParDo(s, describeDeadLetter, dl),
+			`INVALID_ARGUMENT cloudtasks projects/p/locations/l/queues/q {"id":"x2","amount":2}`,
+			`INVALID_ARGUMENT cloudtasks projects/p/locations/l/queues/q {"id":"x4","amount":4}`)
+	})
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 2)
+	assert.Equal(t, int64(2), counters["numRecordsSend"])
+	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(2), counters["errorClass.INVALID_ARGUMENT.errors"])
+}
+
+func TestInvalidArgumentIsCountedAndDroppedUnderLogAndDrop(t *testing.T) {
+	srv := newServer(t)
+	rejectMarked(srv)
+	cfg := httpConfig(srv)
+	cfg.OnFailure = cloudtasksio.LogAndDrop
+	counters, err := run(t, cfg, ordersWithRejects(), func(s beam.Scope, dl beam.PCollection) { passert.Empty(s, dl) })
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 2)
+	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
+}
+
+func TestInvalidArgumentFailsTheBundleByDefault(t *testing.T) {
+	srv := newServer(t)
+	rejectMarked(srv)
+	_, err := run(t, httpConfig(srv), ordersWithRejects())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
+	assert.NotContains(t, err.Error(), `"amount"`, "errors never carry the payload")
+}
+
+func TestSerializerOutcomes(t *testing.T) {
+	srv := newServer(t)
+	cfg := cloudtasksio.Config{Queue: testQueue, Serializer: serializeOrder, TaskIDFn: keyOfOrder, EmulatorEndpoint: srv.Addr, OnFailure: cloudtasksio.DeadLetter}
+	elems := []any{
+		order{ID: "1", Amount: 1},     // created
+		order{ID: "2", Amount: 0},     // skipped
+		order{ID: "3", Amount: -1},    // serializer fails: SERIALIZATION, no payload
+		order{ID: "nokey", Amount: 1}, // TaskIDFn fails: TASK_ID, with the unnamed task
+	}
+	counters, err := run(t, cfg, elems, func(s beam.Scope, dl beam.PCollection) {
+		passert.Equals(s, beam.ParDo(s, describeDeadLetter, dl),
+			"SERIALIZATION cloudtasks projects/p/locations/l/queues/q <no task>",
+			"TASK_ID cloudtasks projects/p/locations/l/queues/q nokey")
+	})
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 1)
+	assert.Equal(t, int64(1), counters["recordsSkipped"])
+	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(1), counters["numRecordsSend"])
+}
+
+func TestConfigurationFailuresFailTheBundleWhateverThePolicy(t *testing.T) {
+	srv := newServer(t)
+	for name, c := range map[string]struct {
+		cfg  cloudtasksio.Config
+		elem any
+		want string
+	}{
+		"empty TaskIDFn key":  {cloudtasksio.Config{Queue: testQueue, Serializer: serializeOrder, TaskIDFn: keyOfOrder}, order{ID: "empty", Amount: 1}, "empty key"},
+		"empty task-id field": {cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP()}, keyedOrder{ID: "1"}, "task-id"},
+		"QueueFn error":       {cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder}, order{ID: "1", Amount: 1, Region: "bad"}, "QueueFn failed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c.cfg.EmulatorEndpoint = srv.Addr
+			c.cfg.OnFailure = cloudtasksio.LogAndDrop
+			_, err := run(t, c.cfg, []any{c.elem})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestTransientFailuresAndLostResponsesStillCreateEveryNamedTaskOnce(t *testing.T) {
+	srv := newServer(t)
+	burst := make([]codes.Code, 0, 30)
+	for i := 0; i < 10; i++ {
+		burst = append(burst, codes.Unavailable, codes.ResourceExhausted, codes.OK)
+	}
+	srv.InjectErrors("CreateTask", burst...)
+	srv.LoseResponses(5)
+	const n = 100
+	counters, err := run(t, httpConfig(srv), keyedOrders(n))
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), n)
+	assert.Equal(t, int64(n), counters["numRecordsSend"])
+	assert.Equal(t, int64(5), counters["tasksDeduplicated"], "each lost response comes back ALREADY_EXISTS")
+	assert.Equal(t, int64(15), counters["errorClass.UNAVAILABLE.errors"], "10 injected + 5 lost")
+	assert.Equal(t, int64(10), counters["errorClass.RESOURCE_EXHAUSTED.errors"])
+}
+
+func TestTransientFailuresAndLostResponsesStillCreateEveryUnnamedTask(t *testing.T) {
+	srv := newServer(t)
+	srv.InjectErrors("CreateTask", codes.Unavailable, codes.DeadlineExceeded, codes.Unavailable)
+	srv.LoseResponses(4)
+	const n = 100
+	counters, err := run(t, httpConfig(srv), orders(n))
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), n+4, "a lost response of an unnamed task duplicates it: at-least-once")
+	assert.Equal(t, int64(n), counters["numRecordsSend"])
+}
+
+func TestExhaustedTransientBudgetFailsTheBundle(t *testing.T) {
+	srv := newServer(t)
+	all := make([]codes.Code, 8)
+	for i := range all {
+		all[i] = codes.Unavailable
+	}
+	srv.InjectErrors("CreateTask", all...)
+	cfg := httpConfig(srv)
+	cfg.OnFailure = cloudtasksio.DeadLetter
+	_, err := run(t, cfg, orders(1))
+	require.Error(t, err, "an outage never reaches the dead letters")
+	assert.Contains(t, err.Error(), "UNAVAILABLE")
+	assert.Equal(t, 8, srv.Stats().CreateTaskCalls)
+}
+
+func TestDeclarativeMetadataShapesTheTask(t *testing.T) {
+	srv := newServer(t)
+	cfg := cloudtasksio.Config{Queue: testQueue, EmulatorEndpoint: srv.Addr, HTTP: &cloudtasksio.HTTPTarget{
+		Method: "patch", Headers: map[string]string{"X-Trace": "fixed", "Accept": "application/json"}, Body: formats.JSON(),
+		OIDC:             &cloudtasksio.OIDCToken{ServiceAccountEmail: "sa@p.iam.gserviceaccount.com", Audience: "https://example.com"},
+		DispatchDeadline: time.Minute}}
+	// Beam cannot put a struct with a map field in beam.Create, so a ParDo makes the element.
+	_, err := runFrom(t, cfg, func(s beam.Scope) beam.PCollection { return beam.ParDo(s, routedFromID, beam.Create(s, "9")) })
+	require.NoError(t, err)
+	tasks := srv.Tasks(testQueue.Path())
+	require.Len(t, tasks, 1)
+	req := tasks[0].GetHttpRequest()
+	assert.Equal(t, "https://example.com/orders/9", req.GetUrl())
+	assert.Equal(t, cloudtaskspb.HttpMethod_PATCH, req.GetHttpMethod())
+	assert.Equal(t, "abc", req.GetHeaders()["x-trace"])
+	assert.NotContains(t, req.GetHeaders(), "X-Trace")
+	assert.Equal(t, `{"id":"9"}`, string(req.GetBody()))
+	assert.Equal(t, "sa@p.iam.gserviceaccount.com", req.GetOidcToken().GetServiceAccountEmail())
+	assert.Equal(t, time.Minute, tasks[0].GetDispatchDeadline().AsDuration())
+}
+
+func TestAppEngineTargetWithRouting(t *testing.T) {
+	srv := newServer(t)
+	worker, cleared := "worker", ""
+	cfg := cloudtasksio.Config{Queue: testQueue, EmulatorEndpoint: srv.Addr, AppEngine: &cloudtasksio.AppEngineTarget{
+		RelativeURI: "/tasks/orders", Method: "PUT", Body: formats.JSON(), Routing: &cloudtasksio.AppEngineRouting{Service: "default", Version: "v2"}}}
+	_, err := run(t, cfg, []any{appEngineOrder{ID: "1", Service: &worker}, appEngineOrder{ID: "2"}, appEngineOrder{ID: "3", Service: &cleared}})
+	require.NoError(t, err)
+	routing := map[string]string{}
+	for _, task := range srv.Tasks(testQueue.Path()) {
+		req := task.GetAppEngineHttpRequest()
+		require.NotNil(t, req)
+		assert.Equal(t, "/tasks/orders", req.GetRelativeUri())
+		assert.Equal(t, cloudtaskspb.HttpMethod_PUT, req.GetHttpMethod())
+		routing[string(req.GetBody())] = req.GetAppEngineRouting().GetService() + "/" + req.GetAppEngineRouting().GetVersion()
+	}
+	assert.Equal(t, map[string]string{`{"id":"1"}`: "worker/v2", `{"id":"2"}`: "default/v2", `{"id":"3"}`: "/v2"}, routing)
+}
+
+func TestANamedTaskFromTheSerializerFailsTheBundle(t *testing.T) {
+	srv := newServer(t)
+	cfg := cloudtasksio.Config{Queue: testQueue, Serializer: serializeNamed, EmulatorEndpoint: srv.Addr, OnFailure: cloudtasksio.DeadLetter}
+	_, err := run(t, cfg, orders(1))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "named task")
+}

@@ -1,0 +1,241 @@
+package cloudtasksio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"unicode/utf8"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/googleapis/gax-go/v2"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+)
+
+func init() {
+	register.DoFn4x1[context.Context, beam.EventTime, beam.X, func(beam.EventTime, deadletter.FailedElement), error](&writeFn{})
+	register.Emitter2[beam.EventTime, deadletter.FailedElement]()
+}
+
+// connectorName is the Connector of every dead letter this sink produces.
+const connectorName = "cloudtasks"
+
+// maxErrorText bounds the error text of a dead letter or a log line.
+const maxErrorText = 1024
+
+// writeFn is the at-least-once write DoFn: a thin adapter that feeds elements to the writer
+// engine and turns its outcomes into metrics, dead letters and bundle errors.
+type writeFn struct {
+	Spec *sinkSpec
+
+	builders elementBuilders
+	queueFn  reflectx.Func1x2
+	metrics  *sinkMetrics
+	engine   *engine.Engine
+	emit     func(beam.EventTime, deadletter.FailedElement)
+	firstErr error // first failure the policy turned into a bundle error
+}
+
+// pendingTask is what the DoFn remembers about a create while the engine owns it.
+type pendingTask struct {
+	eventTime beam.EventTime
+	queue     string
+	bytes     int
+}
+
+func (f *writeFn) Setup() error {
+	f.builders.spec = f.Spec
+	if f.Spec.QueueFn != nil {
+		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
+	}
+	f.metrics = newSinkMetrics(f.Spec.Writer.PerDestinationMetrics)
+	return nil
+}
+
+func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	client, err := sharedClient(f.Spec.Client)
+	if err != nil {
+		return err
+	}
+	// A fresh engine per bundle: nothing of a failed bundle can leak into the next one.
+	f.engine = engine.New(clientCreator(client), engineOptions(f.Spec.Writer), f)
+	f.firstErr = nil
+	f.emit = emit
+	return nil
+}
+
+func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	f.emit = emit
+	if err := f.bundleErr(); err != nil {
+		return err
+	}
+	queue, err := f.resolveQueue(elem)
+	if err != nil {
+		return err
+	}
+	req, bytes, err := f.request(elem, queue)
+	if err != nil {
+		return f.route(ctx, et, queue.Path(), err)
+	}
+	if req == nil {
+		f.metrics.recordsSkipped.Inc(ctx, 1)
+		return nil
+	}
+	err = f.engine.Submit(ctx, &engine.Request{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
+	f.metrics.gauges(ctx, f.engine)
+	if err != nil {
+		return err
+	}
+	return f.bundleErr()
+}
+
+func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	f.emit = emit
+	err := f.engine.Flush(ctx)
+	f.metrics.gauges(ctx, f.engine)
+	if err != nil {
+		return err
+	}
+	return f.bundleErr()
+}
+
+func (f *writeFn) bundleErr() error {
+	if err := f.engine.Err(); err != nil {
+		return err
+	}
+	return f.firstErr
+}
+
+// resolveQueue returns the element's queue. A failing or invalid QueueFn fails the bundle: it
+// fails every element alike, so routing it to a dropping policy would hide it.
+func (f *writeFn) resolveQueue(elem any) (Queue, error) {
+	if f.queueFn == nil {
+		return f.Spec.Queue, nil
+	}
+	out, err := call1x2(f.queueFn, elem)
+	if err != nil {
+		return Queue{}, fmt.Errorf("cloudtasksio: Config.QueueFn failed: %w", err)
+	}
+	q := out.(Queue)
+	if err := q.validate(); err != nil {
+		return Queue{}, fmt.Errorf("cloudtasksio: Config.QueueFn returned an invalid queue: %w", err)
+	}
+	return q, nil
+}
+
+// request builds the create request for elem in queue: nil when the element is skipped.
+func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskRequest, int, error) {
+	b, err := f.builders.forElement(elem)
+	if err != nil {
+		return nil, 0, err
+	}
+	task, md, err := b.build(elem)
+	if err != nil || task == nil {
+		return nil, 0, err
+	}
+	key, named, err := b.key(elem, md, task)
+	if err != nil {
+		return nil, 0, err
+	}
+	if named {
+		task.Name = taskName(queue, key)
+	}
+	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, proto.Size(task), nil
+}
+
+// route applies the failure policy to an element failure; any other error fails the bundle.
+func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, err error) error {
+	var ef *elementFailure
+	if !errors.As(err, &ef) {
+		return err
+	}
+	f.applyPolicy(ctx, et, queue, ef)
+	return f.firstErr
+}
+
+// applyPolicy is the one place the failure policy acts.
+func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) {
+	f.metrics.failed(ctx, queue)
+	text := boundedText(ef.err.Error(), maxErrorText)
+	switch f.Spec.OnFailure {
+	case LogAndDrop:
+		log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+	case DeadLetter:
+		fe := deadletter.FailedElement{Connector: connectorName, Destination: queue, Code: ef.code, Error: text}
+		if ef.task != nil {
+			payload, err := proto.Marshal(ef.task)
+			if err != nil {
+				f.keepErr(fmt.Errorf("cloudtasksio: encoding a dead letter's task for queue %s: %w", queue, err))
+				return
+			}
+			fe.Payload = payload
+		}
+		f.emit(et, fe)
+	default:
+		f.keepErr(fmt.Errorf("cloudtasksio: an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text))
+	}
+}
+
+func (f *writeFn) keepErr(err error) {
+	if f.firstErr == nil {
+		f.firstErr = err
+	}
+}
+
+// The engine's observer. The engine calls these only from inside Submit and Flush, on the
+// bundle's goroutine, so emitting and updating metrics here is safe.
+
+func (f *writeFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
+	p := r.Tag.(*pendingTask)
+	f.metrics.created(ctx, p.queue, p.bytes, deduplicated)
+}
+
+func (f *writeFn) Rejected(ctx context.Context, r *engine.Request, err error) {
+	p := r.Tag.(*pendingTask)
+	f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: codeInvalidArgument, task: r.Create.GetTask(), err: err})
+}
+
+func (f *writeFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
+	f.metrics.attemptFailed(ctx, code)
+}
+
+func (f *writeFn) Expired(context.Context, *engine.Request) (engine.ExpiredAction, error) {
+	// At-least-once requests carry no deadline, so this is never called.
+	return engine.ExpiredFail, errors.New("cloudtasksio: unexpected creation deadline on an at-least-once task")
+}
+
+// clientCreator adapts the Cloud Tasks client to the engine.
+func clientCreator(c interface {
+	CreateTask(context.Context, *cloudtaskspb.CreateTaskRequest, ...gax.CallOption) (*cloudtaskspb.Task, error)
+}) engine.Creator {
+	return engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+		return c.CreateTask(ctx, req)
+	})
+}
+
+func engineOptions(o WriterOptions) engine.Options {
+	return engine.Options{
+		MaxInFlight: o.MaxInFlightTasks,
+		Transient:   engine.Budget{Initial: o.RecoveryInitialBackoff, Max: o.RecoveryMaxBackoff, MaxAttempts: o.RecoveryMaxAttempts},
+		NotFound:    engine.Budget{Initial: o.NotFoundRecoveryInitialBackoff, Max: o.NotFoundRecoveryMaxBackoff, MaxAttempts: o.NotFoundRecoveryMaxAttempts},
+	}
+}
+
+// boundedText cuts s to at most n bytes on a rune boundary, marking the cut.
+func boundedText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const marker = "…[truncated]"
+	cut := n - len(marker)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + marker
+}
