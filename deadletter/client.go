@@ -1,0 +1,202 @@
+package deadletter
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// clientKey is one client setting: every DoFn instance of a worker process that publishes
+// with the same key shares one client and publisher.
+type clientKey struct{ topic, endpoint, keyFile string }
+
+// sharedPublisher is the per-process publisher of one clientKey. The topic has been checked
+// to exist once it is in the cache.
+type sharedPublisher struct {
+	client *pubsub.Client
+	pub    *pubsub.Publisher
+}
+
+// publishers caches one entry per client setting for the life of the process. Each entry
+// has its own lock so a slow topic check for one setting does not hold up another.
+var (
+	publishersMu sync.Mutex
+	publishers   = map[clientKey]*publisherEntry{}
+)
+
+type publisherEntry struct {
+	mu sync.Mutex
+	sp *sharedPublisher // nil until created and its topic checked
+}
+
+// getPublisher returns the process's publisher for key, creating the client and checking the
+// topic on first use. A failure is not cached: the next bundle tries again, so a topic
+// created after the pipeline started is picked up. checkTimeout bounds the topic check.
+//
+// Clients are never closed: portable runners do not call Teardown, and a worker process
+// lives as long as its pipeline.
+func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
+	publishersMu.Lock()
+	e, ok := publishers[key]
+	if !ok {
+		e = &publisherEntry{}
+		publishers[key] = e
+	}
+	publishersMu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.sp != nil {
+		return e.sp, nil
+	}
+	sp, err := newSharedPublisher(ctx, key, checkTimeout)
+	if err != nil {
+		return nil, err
+	}
+	e.sp = sp
+	log.Infof(ctx, "deadletter: worker %s publishes dead letters to topic %s", workerID(), key.topic)
+	return sp, nil
+}
+
+func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
+	topic, err := parseTopic(key.topic)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := clientOptions(key)
+	if err != nil {
+		return nil, err
+	}
+	// The client outlives this bundle: keep it off the bundle's cancellation.
+	client, err := pubsub.NewClient(context.WithoutCancel(ctx), topic.project, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: creating the Pub/Sub client for topic %q: %w", key.topic, err)
+	}
+	if err := checkTopic(ctx, client, key.topic, checkTimeout); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return &sharedPublisher{client: client, pub: client.Publisher(key.topic)}, nil
+}
+
+// checkTopic fails unless the topic exists. It never creates one: a dead-letter topic made on
+// the fly would have no subscription, so nothing would read what lands there.
+func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	_, err := client.TopicAdminClient.GetTopic(ctx, &pubsubpb.GetTopicRequest{Topic: topic})
+	switch {
+	case err == nil:
+		return nil
+	case status.Code(err) == codes.NotFound:
+		return fmt.Errorf("deadletter: Topic %q does not exist; create it (and a subscription that reads it) before running the pipeline, ToPubSub never creates topics", topic)
+	default:
+		return fmt.Errorf("deadletter: checking that Topic %q exists: %w", topic, err)
+	}
+}
+
+// clientOptions selects the transport and credentials of key: an emulator gets plaintext and
+// no credentials, a key file gets its service-account credentials, otherwise the client
+// library's application-default credentials apply.
+func clientOptions(key clientKey) ([]option.ClientOption, error) {
+	switch {
+	case key.endpoint != "":
+		return []option.ClientOption{
+			option.WithEndpoint(key.endpoint),
+			option.WithoutAuthentication(),
+			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+			option.WithGRPCConnectionPool(1),
+		}, nil
+	case key.keyFile != "":
+		creds, err := loadServiceAccountKey(key.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		return []option.ClientOption{option.WithAuthCredentials(creds)}, nil
+	default:
+		return nil, nil
+	}
+}
+
+// errKeyFile starts every key-file error. Like the Cloud Tasks sink's, these errors carry
+// neither the path nor anything read from the file nor the parser's own message, any of which
+// could put key material into job logs.
+const errKeyFile = "deadletter: ServiceAccountKeyFile"
+
+// loadServiceAccountKey reads a service-account JSON key and refuses every other credential
+// type (user credentials, external accounts, impersonation configurations). It is what
+// credentials.NewCredentialsFromFile(credentials.ServiceAccount, ...) does, with the file read
+// here so that each failure gets a message of its own.
+func loadServiceAccountKey(path string) (*auth.Credentials, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errors.New(errKeyFile + ": the file does not exist on this worker")
+	case errors.Is(err, fs.ErrPermission):
+		return nil, errors.New(errKeyFile + ": the file is not readable by this worker")
+	case err != nil:
+		return nil, errors.New(errKeyFile + ": the file could not be read")
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return nil, errors.New(errKeyFile + ": the file is not a JSON key")
+	}
+	if head.Type != string(credentials.ServiceAccount) {
+		return nil, errors.New(errKeyFile + ": the file is not a service-account key (its \"type\" is not \"service_account\")")
+	}
+	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, data, &credentials.DetectOptions{
+		Scopes: []string{pubsub.ScopePubSub},
+	})
+	if err != nil {
+		return nil, errors.New(errKeyFile + ": the service-account key could not be parsed")
+	}
+	return creds, nil
+}
+
+var (
+	workerOnce sync.Once
+	workerName string
+)
+
+// workerID names this worker process for AttrWorker: its host name and random hex, so two
+// processes on one host differ.
+func workerID() string {
+	workerOnce.Do(func() {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "worker"
+		}
+		if len(host) > 64 {
+			host = host[:64]
+		}
+		workerName = host + "-" + randomHex(4)
+	})
+	return workerName
+}
+
+// randomHex returns n random bytes in hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,201 @@
+package deadletter
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Defaults of PubSubConfig.
+const (
+	// DefaultMaxInFlightMessages is the number of publishes one DoFn instance leaves
+	// outstanding before it waits for them, as set by DefaultPubSubConfig. (A zero
+	// MaxInFlightMessages means synchronous publishing, not this default.)
+	DefaultMaxInFlightMessages = 1000
+	// DefaultFlushTimeout bounds each wait for outstanding publishes. A zero FlushTimeout
+	// means this value.
+	DefaultFlushTimeout = 60 * time.Second
+)
+
+// PubSubConfig configures ToPubSub, the transform that publishes failed elements to a Pub/Sub
+// topic. Start from DefaultPubSubConfig, which sets the recommended in-flight bound; a literal
+// PubSubConfig{Topic: ...} publishes synchronously (see MaxInFlightMessages).
+type PubSubConfig struct {
+	// Topic is the full resource name of the topic, "projects/P/topics/T". The topic must
+	// already exist: ToPubSub never creates it, and fails the first bundle with an error
+	// naming the topic when it is missing.
+	Topic string
+	// MaxInFlightMessages bounds the publishes one DoFn instance leaves outstanding. The
+	// client batches them; when this many are outstanding the DoFn waits for all of them
+	// before it publishes more. DefaultPubSubConfig sets DefaultMaxInFlightMessages (1000).
+	//
+	// Two values are special. 0 (the zero value) publishes each message and waits for it
+	// before the next: one round trip per failed element, nothing outstanding between
+	// elements. -1 never waits before FinishBundle, so a bundle's every failed element may be
+	// outstanding at once. Values below -1 are rejected.
+	MaxInFlightMessages int
+	// FlushTimeout bounds each wait for outstanding publishes, whether in FinishBundle or
+	// because MaxInFlightMessages was reached, as one deadline for all the messages of that
+	// wait. When it expires the bundle fails and nothing is dropped: the runner replays the
+	// bundle (Dataflow) or fails the job (prism). It also bounds each worker's one-time check
+	// that the topic exists. Zero means DefaultFlushTimeout; negative values are rejected.
+	FlushTimeout time.Duration
+	// EmulatorEndpoint points the publisher at a Pub/Sub emulator ("host:port", for example
+	// a pstest server) over a plaintext connection without credentials. Never use it for the
+	// production service. It cannot be combined with ServiceAccountKeyFile.
+	EmulatorEndpoint string
+	// ServiceAccountKeyFile is the path of a service-account JSON key, read on each worker when
+	// its publisher is created, so the file must exist there. Other credential types (user
+	// credentials, external accounts) are rejected. Empty means application-default
+	// credentials.
+	ServiceAccountKeyFile string
+}
+
+// DefaultPubSubConfig returns the recommended configuration for publishing to topic
+// ("projects/P/topics/T"): MaxInFlightMessages DefaultMaxInFlightMessages (1000),
+// FlushTimeout DefaultFlushTimeout (60s), application-default credentials. The topic is
+// checked by ToPubSub, not here.
+func DefaultPubSubConfig(topic string) PubSubConfig {
+	return PubSubConfig{
+		Topic:               topic,
+		MaxInFlightMessages: DefaultMaxInFlightMessages,
+		FlushTimeout:        DefaultFlushTimeout,
+	}
+}
+
+// topicName is a validated "projects/P/topics/T".
+type topicName struct{ project, topic string }
+
+func (t topicName) path() string { return "projects/" + t.project + "/topics/" + t.topic }
+
+// validate checks cfg as ToPubSub needs it and returns it with defaults applied. Every error
+// names the field at fault.
+func (cfg PubSubConfig) validate() (PubSubConfig, error) {
+	if _, err := parseTopic(cfg.Topic); err != nil {
+		return cfg, err
+	}
+	if cfg.MaxInFlightMessages < -1 {
+		return cfg, fmt.Errorf("deadletter: MaxInFlightMessages is %d; want -1 (wait only in FinishBundle), 0 (wait for each message) or a positive bound", cfg.MaxInFlightMessages)
+	}
+	if cfg.FlushTimeout < 0 {
+		return cfg, fmt.Errorf("deadletter: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
+	}
+	if cfg.FlushTimeout == 0 {
+		cfg.FlushTimeout = DefaultFlushTimeout
+	}
+	if cfg.EmulatorEndpoint != "" {
+		if err := checkEndpoint(cfg.EmulatorEndpoint); err != nil {
+			return cfg, err
+		}
+		if cfg.ServiceAccountKeyFile != "" {
+			return cfg, errors.New("deadletter: EmulatorEndpoint and ServiceAccountKeyFile are both set; an emulator is reached without credentials, so set only one")
+		}
+	}
+	if cfg.ServiceAccountKeyFile != "" && strings.TrimSpace(cfg.ServiceAccountKeyFile) == "" {
+		return cfg, errors.New("deadletter: ServiceAccountKeyFile is blank; leave it empty for application-default credentials or give a path")
+	}
+	return cfg, nil
+}
+
+// parseTopic checks that name is "projects/P/topics/T" where P is a project id (or number)
+// and T a valid topic id.
+func parseTopic(name string) (topicName, error) {
+	parts := strings.Split(name, "/")
+	if name == "" || len(parts) != 4 || parts[0] != "projects" || parts[2] != "topics" {
+		return topicName{}, fmt.Errorf("deadletter: Topic %q is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", name)
+	}
+	t := topicName{project: parts[1], topic: parts[3]}
+	if !validProject(t.project) {
+		return topicName{}, fmt.Errorf("deadletter: Topic %q: project %q is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", name, t.project)
+	}
+	if !validTopicID(t.topic) {
+		return topicName{}, fmt.Errorf("deadletter: Topic %q: topic id %q is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", name, t.topic)
+	}
+	return t, nil
+}
+
+// validProject accepts project ids ("my-project"), domain-scoped ids
+// ("example.com:my-project") and project numbers, up to 100 characters.
+func validProject(p string) bool {
+	if p == "" || len(p) > 100 {
+		return false
+	}
+	id := p
+	if i := strings.LastIndexByte(p, ':'); i >= 0 {
+		domain := p[:i]
+		id = p[i+1:]
+		if domain == "" {
+			return false
+		}
+		for _, r := range domain {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				return false
+			}
+		}
+	}
+	if id == "" || id[len(id)-1] == '-' {
+		return false
+	}
+	for i, r := range id {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case r == '-' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validTopicID applies Pub/Sub's rules for a topic id.
+func validTopicID(t string) bool {
+	if len(t) < 3 || len(t) > 255 || strings.HasPrefix(strings.ToLower(t), "goog") {
+		return false
+	}
+	for i, r := range t {
+		letter := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		switch {
+		case letter:
+		case i == 0:
+			return false
+		case r >= '0' && r <= '9', strings.ContainsRune("-_.~+%", r):
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkEndpoint accepts "host:port" by the same rules as the Cloud Tasks sink: no
+// whitespace, split at the last ':' (so a bracketed IPv6 host works), a non-empty host
+// without '/', and a decimal port in 1..65535.
+func checkEndpoint(ep string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("deadletter: EmulatorEndpoint %q is not host:port: %s", ep, why)
+	}
+	if strings.IndexFunc(ep, unicode.IsSpace) >= 0 {
+		return bad("it contains whitespace")
+	}
+	i := strings.LastIndexByte(ep, ':')
+	if i < 0 {
+		return bad("there is no ':'")
+	}
+	host, portText := ep[:i], ep[i+1:]
+	if host == "" {
+		return bad("the host is empty")
+	}
+	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") {
+		return bad("the IPv6 host is not bracketed")
+	}
+	if strings.Contains(host, "/") {
+		return bad("the host contains '/'")
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 || strings.TrimLeft(portText, "0123456789") != "" {
+		return bad("the port is not a number in 1..65535")
+	}
+	return nil
+}

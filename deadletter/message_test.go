@@ -1,0 +1,60 @@
+package deadletter
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/stretchr/testify/assert"
+)
+
+func TestAttrValueKeepsShortValues(t *testing.T) {
+	s := strings.Repeat("e", MaxAttributeBytes)
+	assert.Equal(t, s, attrValue(s))
+	assert.Equal(t, "queue missing", attrValue("queue missing"))
+}
+
+func TestAttrValueTruncatesWithMarker(t *testing.T) {
+	got := attrValue(strings.Repeat("e", MaxAttributeBytes+1))
+	assert.Len(t, got, MaxAttributeBytes)
+	assert.True(t, strings.HasSuffix(got, TruncatedMarker))
+	assert.Equal(t, strings.Repeat("e", MaxAttributeBytes-len(TruncatedMarker)), strings.TrimSuffix(got, TruncatedMarker))
+}
+
+func TestAttrValueCutsAtCharacterBoundary(t *testing.T) {
+	// "é" is two bytes; with one leading byte every rune straddles an odd offset.
+	got := attrValue("x" + strings.Repeat("é", MaxAttributeBytes))
+	assert.True(t, utf8.ValidString(got))
+	assert.LessOrEqual(t, len(got), MaxAttributeBytes)
+	assert.GreaterOrEqual(t, len(got), MaxAttributeBytes-1)
+	assert.True(t, strings.HasSuffix(got, TruncatedMarker))
+}
+
+func TestAttrValueRepairsInvalidUTF8(t *testing.T) {
+	got := attrValue("bad \xff\xfe byte")
+	assert.True(t, utf8.ValidString(got))
+	assert.Equal(t, "bad \uFFFD byte", got)
+}
+
+func TestEventTimeAttr(t *testing.T) {
+	et := mtime.FromTime(time.Date(2026, 3, 4, 5, 6, 7, 89e6, time.FixedZone("X", 3600)))
+	assert.Equal(t, "2026-03-04T04:06:07.089Z", eventTimeAttr(et))
+	assert.Equal(t, "1970-01-01T00:00:00Z", eventTimeAttr(0))
+	assert.Empty(t, eventTimeAttr(mtime.MinTimestamp))
+	assert.Empty(t, eventTimeAttr(mtime.MaxTimestamp))
+	assert.Empty(t, eventTimeAttr(mtime.EndOfGlobalWindowTime))
+}
+
+func TestNewMessageOmitsEmptyAttributes(t *testing.T) {
+	m := newMessage(FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}, mtime.MinTimestamp, "w", "b")
+	assert.Empty(t, m.Data)
+	assert.Equal(t, map[string]string{
+		AttrConnector: "cloudtasks",
+		AttrCode:      "SERIALIZATION",
+		AttrError:     "no body",
+		AttrWorker:    "w",
+		AttrBundle:    "b",
+	}, m.Attributes)
+}

@@ -1,0 +1,110 @@
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+// Metrics of ToPubSub, in namespace "deadletter".
+var (
+	messagesPublished   = beam.NewCounter("deadletter", "messagesPublished")
+	messagesOutstanding = beam.NewGauge("deadletter", "messagesOutstanding")
+	flushWaitMillis     = beam.NewDistribution("deadletter", "flushWaitMillis")
+)
+
+// publisher sends messages to one topic and reports each outcome later. *pubsub.Publisher
+// satisfies it through pubsubPublisher; tests use fakes.
+type publisher interface {
+	Publish(ctx context.Context, msg *pubsub.Message) publishResult
+}
+
+// publishResult is the pending outcome of one publish, as *pubsub.PublishResult.
+type publishResult interface {
+	Ready() <-chan struct{}
+	Get(ctx context.Context) (serverID string, err error)
+}
+
+// pubsubPublisher adapts *pubsub.Publisher to publisher.
+type pubsubPublisher struct{ p *pubsub.Publisher }
+
+func (p pubsubPublisher) Publish(ctx context.Context, msg *pubsub.Message) publishResult {
+	return p.p.Publish(ctx, msg)
+}
+
+// outbox holds the publishes of one DoFn instance within a bundle and waits for them when
+// the in-flight bound fills and at the end of the bundle. It is used from one goroutine.
+type outbox struct {
+	pub     publisher
+	topic   string
+	limit   int           // MaxInFlightMessages: -1 unbounded, 0 wait for each, n wait at n
+	timeout time.Duration // one deadline per wait
+	pending []publishResult
+}
+
+// publish hands msg to the publisher and, when the in-flight bound is reached, waits for
+// everything outstanding.
+func (o *outbox) publish(ctx context.Context, msg *pubsub.Message) error {
+	o.pending = append(o.pending, o.pub.Publish(ctx, msg))
+	messagesOutstanding.Set(ctx, int64(len(o.pending)))
+	if o.limit >= 0 && len(o.pending) >= max(o.limit, 1) {
+		return o.wait(ctx)
+	}
+	return nil
+}
+
+// wait blocks until every outstanding publish has completed, under one deadline of
+// o.timeout for all of them. A failed publish or an expired deadline is returned as an
+// error that fails the bundle; the messages are not dropped silently, because the runner
+// replays the bundle's input. On success nothing is outstanding afterwards.
+func (o *outbox) wait(ctx context.Context) error {
+	if len(o.pending) == 0 {
+		return nil
+	}
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	defer func() { flushWaitMillis.Update(ctx, time.Since(start).Milliseconds()) }()
+
+	total := len(o.pending)
+	for i, r := range o.pending {
+		_, err := r.Get(wctx)
+		if err == nil {
+			messagesPublished.Inc(ctx, 1)
+			continue
+		}
+		o.pending = o.pending[i:]
+		messagesOutstanding.Set(ctx, int64(len(o.pending)))
+		if !isReady(r) {
+			// The wait ended before this publish did: the deadline expired or the bundle
+			// was cancelled.
+			left := 0
+			for _, p := range o.pending {
+				if !isReady(p) {
+					left++
+				}
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("deadletter: bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
+			}
+			return fmt.Errorf("deadletter: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired; failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, err)
+		}
+		return fmt.Errorf("deadletter: publishing to topic %q failed: %w", o.topic, err)
+	}
+	o.pending = o.pending[:0]
+	messagesOutstanding.Set(ctx, 0)
+	return nil
+}
+
+// isReady reports whether r has completed, without blocking.
+func isReady(r publishResult) bool {
+	select {
+	case <-r.Ready():
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,97 @@
+package deadletter
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func init() {
+	log.LogLevel = "warn"
+	register.Function1x2(stampEventTime)
+}
+
+func TestMain(m *testing.M) { ptest.Main(m) }
+
+// pipelineEventTime is the event time stampEventTime gives every element.
+var pipelineEventTime = time.Date(2026, 3, 4, 5, 6, 7, 89e6, time.UTC)
+
+// stampEventTime gives an element a fixed event time, as a sink's dead-letter output would
+// carry the original element's time.
+func stampEventTime(fe FailedElement) (beam.EventTime, FailedElement) {
+	return mtime.FromTime(pipelineEventTime), fe
+}
+
+func TestToPubSubPipelineOnPrism(t *testing.T) {
+	srv := newPubSub(t, true)
+	var elems []any
+	for i := range 5 {
+		elems = append(elems, FailedElement{
+			Connector:   "cloudtasks",
+			Destination: "projects/p/locations/l/queues/q",
+			Payload:     fmt.Appendf(nil, "task-%d", i),
+			Code:        "INVALID_ARGUMENT",
+			Error:       fmt.Sprintf("rejected %d", i),
+		})
+	}
+	p, s := beam.NewPipelineWithRoot()
+	failed := beam.ParDo(s, stampEventTime, beam.Create(s, elems...))
+	cfg := DefaultPubSubConfig(testTopic)
+	cfg.MaxInFlightMessages = 2
+	cfg.EmulatorEndpoint = srv.Addr
+	ToPubSub(s, cfg, failed)
+
+	pr, err := ptest.RunWithMetrics(p)
+	require.NoError(t, err)
+
+	var payloads []string
+	for _, m := range srv.Messages() {
+		payloads = append(payloads, string(m.Data))
+		i := len(m.Data) - 1
+		a := m.Attributes
+		assert.Equal(t, "cloudtasks", a[AttrConnector])
+		assert.Equal(t, "projects/p/locations/l/queues/q", a[AttrDestination])
+		assert.Equal(t, "INVALID_ARGUMENT", a[AttrCode])
+		assert.Equal(t, "rejected "+string(m.Data[i]), a[AttrError])
+		assert.Equal(t, "2026-03-04T05:06:07.089Z", a[AttrEventTime])
+		assert.NotEmpty(t, a[AttrWorker])
+		assert.NotEmpty(t, a[AttrBundle])
+	}
+	sort.Strings(payloads)
+	assert.Equal(t, []string{"task-0", "task-1", "task-2", "task-3", "task-4"}, payloads)
+
+	ours := func(r metrics.SingleResult) bool { return r.Namespace() == "deadletter" }
+	res := pr.Metrics().Query(ours)
+	var published int64
+	for _, c := range res.Counters() {
+		if c.Name() == "messagesPublished" {
+			published += c.Result()
+		}
+	}
+	assert.Equal(t, int64(5), published)
+	var waits int64
+	for _, d := range res.Distributions() {
+		if d.Name() == "flushWaitMillis" {
+			waits += d.Result().Count
+		}
+	}
+	assert.GreaterOrEqual(t, waits, int64(3), "two waits at the bound of 2, one in FinishBundle")
+	var gauges int
+	for _, g := range res.Gauges() {
+		if g.Name() == "messagesOutstanding" {
+			gauges++
+			assert.Zero(t, g.Result().Value, "nothing outstanding after the bundle")
+		}
+	}
+	assert.Positive(t, gauges)
+}

@@ -1,0 +1,116 @@
+package deadletter
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+)
+
+var failedElementType = reflect.TypeFor[FailedElement]()
+
+func init() {
+	beam.RegisterType(failedElementType)
+	register.DoFn3x1[context.Context, beam.EventTime, FailedElement, error](&publishFn{})
+}
+
+// ToPubSub publishes every element of failed, a PCollection<FailedElement>, to the Pub/Sub
+// topic cfg.Topic, one message per element. It panics on a bad configuration or input type;
+// TryToPubSub returns those as errors instead.
+//
+// The message data is the element's Payload unchanged (for Cloud Tasks, the Task in wire
+// format; empty when the task could not be built), and the other fields travel as the
+// attributes AttrConnector, AttrDestination, AttrCode, AttrError and AttrEventTime, with
+// AttrWorker and AttrBundle naming the publisher. Messages carry no ordering key.
+//
+// Publishing is at least once: a bundle succeeds only after every one of its messages was
+// accepted by Pub/Sub, and a bundle that fails (a publish error, FlushTimeout expiring, a
+// missing topic) is replayed by the runner and publishes its elements again, so consumers
+// must tolerate duplicates. Each worker process shares one client per topic and setting,
+// checks once that the topic exists, and never creates it.
+//
+// Metrics, namespace "deadletter": counter messagesPublished (messages Pub/Sub accepted),
+// gauge messagesOutstanding (publishes not yet awaited by the DoFn instance) and distribution
+// flushWaitMillis (the duration of each wait for outstanding publishes).
+func ToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) {
+	if err := TryToPubSub(s, cfg, failed); err != nil {
+		panic(err)
+	}
+}
+
+// TryToPubSub is ToPubSub returning construction errors (a bad PubSubConfig field, or an
+// input that is not a PCollection<FailedElement>) instead of panicking. Each error names the
+// field at fault.
+func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error {
+	cfg, err := cfg.validate()
+	if err != nil {
+		return err
+	}
+	if !failed.IsValid() {
+		return fmt.Errorf("deadletter: ToPubSub: the input PCollection is not valid")
+	}
+	if want := typex.New(failedElementType); !typex.IsEqual(failed.Type(), want) {
+		return fmt.Errorf("deadletter: ToPubSub: the input is a PCollection of %v; want a PCollection of deadletter.FailedElement", failed.Type())
+	}
+	s = s.Scope("deadletter.ToPubSub")
+	out, err := beam.TryParDo(s, &publishFn{
+		Topic:                 cfg.Topic,
+		MaxInFlightMessages:   cfg.MaxInFlightMessages,
+		FlushTimeout:          cfg.FlushTimeout,
+		EmulatorEndpoint:      cfg.EmulatorEndpoint,
+		ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
+	}, failed)
+	if err != nil {
+		return fmt.Errorf("deadletter: ToPubSub: %w", err)
+	}
+	if len(out) != 0 {
+		return fmt.Errorf("deadletter: ToPubSub: internal error: the publishing DoFn has %d outputs", len(out))
+	}
+	return nil
+}
+
+// publishFn publishes FailedElements. Its exported fields are the validated configuration,
+// serialized to the workers; the unexported ones are rebuilt in StartBundle.
+type publishFn struct {
+	Topic                 string
+	MaxInFlightMessages   int
+	FlushTimeout          time.Duration
+	EmulatorEndpoint      string
+	ServiceAccountKeyFile string
+
+	box    *outbox
+	bundle string
+}
+
+// StartBundle obtains the worker's shared publisher (creating it and checking the topic on
+// first use) and starts an empty outbox for the bundle.
+func (f *publishFn) StartBundle(ctx context.Context) error {
+	sp, err := getPublisher(ctx, clientKey{topic: f.Topic, endpoint: f.EmulatorEndpoint, keyFile: f.ServiceAccountKeyFile}, f.FlushTimeout)
+	if err != nil {
+		return err
+	}
+	f.start(pubsubPublisher{sp.pub})
+	return nil
+}
+
+// start begins a bundle that publishes through pub.
+func (f *publishFn) start(pub publisher) {
+	f.box = &outbox{pub: pub, topic: f.Topic, limit: f.MaxInFlightMessages, timeout: f.FlushTimeout}
+	f.bundle = randomHex(8)
+}
+
+// ProcessElement publishes one failed element, waiting for the outstanding publishes when
+// the in-flight bound is reached.
+func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe FailedElement) error {
+	return f.box.publish(ctx, newMessage(fe, et, workerID(), f.bundle))
+}
+
+// FinishBundle waits for every outstanding publish: the bundle succeeds only once Pub/Sub has
+// accepted all of its messages.
+func (f *publishFn) FinishBundle(ctx context.Context) error {
+	return f.box.wait(ctx)
+}
