@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"strconv"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Class is what the engine does with a failed CreateTask call. Classify is the
+// only place that decides it.
+type Class int
+
+const (
+	// Transient failures (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, or
+	// a bare context.DeadlineExceeded, anywhere in the error chain) are retried
+	// on the transient budget.
+	Transient Class = iota + 1
+	// NotFound failures (NOT_FOUND as the first status in the chain) are retried
+	// on the short NOT_FOUND budget: the queue may be reactivating after being
+	// idle.
+	NotFound
+	// Deduplicated means ALREADY_EXISTS for a named task: an earlier attempt
+	// (or an earlier run) already created it, so the create counts as a success.
+	Deduplicated
+	// Invalid means INVALID_ARGUMENT as the first status in the chain with
+	// nothing transient anywhere: the task itself is at fault, and the caller's
+	// failure policy decides what happens to it.
+	Invalid
+	// Terminal failures are not retried and fail the whole batch of work: every
+	// other status, ALREADY_EXISTS for an unnamed task, and errors that carry
+	// no status at all.
+	Terminal
+)
+
+// String returns the class name, for example "Transient".
+func (c Class) String() string {
+	switch c {
+	case Transient:
+		return "Transient"
+	case NotFound:
+		return "NotFound"
+	case Deduplicated:
+		return "Deduplicated"
+	case Invalid:
+		return "Invalid"
+	case Terminal:
+		return "Terminal"
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// grpcStatuser is implemented by gRPC status errors and by gax's
+// *apierror.APIError.
+type grpcStatuser interface {
+	GRPCStatus() *status.Status
+}
+
+// maxChainNodes bounds the walk over an error chain, in case a custom error
+// type builds a cycle.
+const maxChainNodes = 256
+
+// nodeStatus reports the status carried by one node of an error chain (not by
+// the errors it wraps). A bare context.DeadlineExceeded counts as
+// DEADLINE_EXCEEDED: gax returns it when a context expires between retries.
+// A status with code OK is ignored.
+func nodeStatus(node error) (code codes.Code, msg string, ok bool) {
+	if node == context.DeadlineExceeded {
+		return codes.DeadlineExceeded, node.Error(), true
+	}
+	s, isStatuser := node.(grpcStatuser)
+	if !isStatuser {
+		return 0, "", false
+	}
+	st := s.GRPCStatus()
+	if st == nil || st.Code() == codes.OK {
+		return 0, "", false
+	}
+	return st.Code(), st.Message(), true
+}
+
+// walkChain visits err and every error it wraps, depth first and in order
+// (errors.Unwrap and Unwrap() []error), until visit returns false.
+func walkChain(err error, visit func(node error) bool) {
+	stack := []error{err}
+	for n := 0; len(stack) > 0 && n < maxChainNodes; n++ {
+		node := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if node == nil {
+			continue
+		}
+		if !visit(node) {
+			return
+		}
+		switch u := node.(type) {
+		case interface{ Unwrap() error }:
+			stack = append(stack, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			children := u.Unwrap()
+			for i := len(children) - 1; i >= 0; i-- {
+				stack = append(stack, children[i])
+			}
+		}
+	}
+}
+
+func isTransientCode(c codes.Code) bool {
+	return c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.ResourceExhausted
+}
+
+// decision is the full result of classifying one error: the class, the status
+// code that decided it and that status' message (empty when no status exists).
+type decision struct {
+	class   Class
+	code    codes.Code
+	message string
+	hasCode bool
+}
+
+// classify implements Classify and also returns the deciding status, which
+// error messages name.
+func classify(err error, named bool) decision {
+	var first, transient decision
+	walkChain(err, func(node error) bool {
+		code, msg, ok := nodeStatus(node)
+		if !ok {
+			return true
+		}
+		if !first.hasCode {
+			first = decision{code: code, message: msg, hasCode: true}
+		}
+		if isTransientCode(code) {
+			transient = decision{class: Transient, code: code, message: msg, hasCode: true}
+			return false
+		}
+		return true
+	})
+	if transient.hasCode {
+		return transient
+	}
+	d := first
+	switch {
+	case !d.hasCode:
+		d.class = Terminal
+	case d.code == codes.NotFound:
+		d.class = NotFound
+	case d.code == codes.AlreadyExists && named:
+		d.class = Deduplicated
+	case d.code == codes.InvalidArgument:
+		d.class = Invalid
+	default:
+		d.class = Terminal
+	}
+	return d
+}
+
+// Classify decides what to do with a failed CreateTask call; named says
+// whether the request carried a task name. It scans the whole error chain
+// (errors.Unwrap and Unwrap() []error; any node with a GRPCStatus method,
+// such as gax's *apierror.APIError, carries a status):
+//
+//   - UNAVAILABLE, DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED anywhere, or a bare
+//     context.DeadlineExceeded anywhere: Transient, even when an outer status
+//     says something else, so an outage never reaches a failure policy.
+//   - otherwise the first status found decides: NOT_FOUND is NotFound;
+//     ALREADY_EXISTS is Deduplicated for a named task and Terminal for an
+//     unnamed one; INVALID_ARGUMENT is Invalid (an INVALID_ARGUMENT wrapped
+//     under INTERNAL therefore stays Terminal); any other code is Terminal.
+//   - an error with no status anywhere (and a nil error) is Terminal.
+func Classify(err error, named bool) Class {
+	return classify(err, named).class
+}
+
+// OutermostCode names the first status in err's chain in canonical
+// UPPER_SNAKE form ("UNAVAILABLE"), the name failed-attempt metrics use. A
+// bare context.DeadlineExceeded counts as "DEADLINE_EXCEEDED"; an error
+// without any status (and a nil error) is "UNKNOWN".
+func OutermostCode(err error) string {
+	name := CodeName(codes.Unknown)
+	walkChain(err, func(node error) bool {
+		code, _, ok := nodeStatus(node)
+		if ok {
+			name = CodeName(code)
+		}
+		return !ok
+	})
+	return name
+}
+
+var codeNames = [...]string{
+	codes.OK:                 "OK",
+	codes.Canceled:           "CANCELLED",
+	codes.Unknown:            "UNKNOWN",
+	codes.InvalidArgument:    "INVALID_ARGUMENT",
+	codes.DeadlineExceeded:   "DEADLINE_EXCEEDED",
+	codes.NotFound:           "NOT_FOUND",
+	codes.AlreadyExists:      "ALREADY_EXISTS",
+	codes.PermissionDenied:   "PERMISSION_DENIED",
+	codes.ResourceExhausted:  "RESOURCE_EXHAUSTED",
+	codes.FailedPrecondition: "FAILED_PRECONDITION",
+	codes.Aborted:            "ABORTED",
+	codes.OutOfRange:         "OUT_OF_RANGE",
+	codes.Unimplemented:      "UNIMPLEMENTED",
+	codes.Internal:           "INTERNAL",
+	codes.Unavailable:        "UNAVAILABLE",
+	codes.DataLoss:           "DATA_LOSS",
+	codes.Unauthenticated:    "UNAUTHENTICATED",
+}
+
+// CodeName returns the canonical UPPER_SNAKE name of a gRPC code, as written
+// in google/rpc/code.proto: codes.Unavailable is "UNAVAILABLE", codes.Canceled
+// is "CANCELLED". A code outside the canonical set is named "CODE_<n>".
+func CodeName(c codes.Code) string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "CODE_" + strconv.FormatUint(uint64(c), 10)
+}

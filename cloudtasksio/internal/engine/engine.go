@@ -1,0 +1,532 @@
+// Package engine owns the CreateTask calls of one writer: it sends each
+// request asynchronously, bounds how many are outstanding, retries the
+// retryable failures after a jittered exponential backoff, and reports every
+// outcome to an Observer. It knows nothing about Beam; the write DoFn is a thin
+// adapter that calls Submit for each element and Flush at the end of a bundle.
+//
+// # Concurrency model
+//
+// All engine state lives on the caller's goroutine. Each attempt runs the RPC
+// on a goroutine of its own, which only posts the result to a channel; the
+// engine drains that channel inside Submit and Flush, so every Observer
+// callback runs on the caller's goroutine, inside the Submit or Flush call
+// that handled it, with that call's context. An Engine is therefore not safe
+// for concurrent use: call its methods from one goroutine at a time.
+//
+// # Retries
+//
+// A retryable failure (see Classify) parks the unchanged request with a due
+// time instead of blocking; the next Submit or Flush re-sends whatever has
+// come due. A named task keeps its name, so an attempt that had in fact
+// succeeded comes back ALREADY_EXISTS, which counts as created. Parked
+// requests count against Options.MaxInFlight like in-flight ones.
+//
+// # Failure
+//
+// The first terminal failure is kept and returned by every later Submit and by
+// Flush. From then on nothing is sent or re-sent: parked requests are
+// abandoned (the caller fails its batch and replays it), while calls already
+// in flight are still awaited and reported.
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+	"unicode/utf8"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+)
+
+// Creator sends one CreateTask RPC. The production implementation wraps a
+// *cloudtasks.Client; tests use a fake. CreateTask is called from a goroutine
+// of its own and must return once ctx ends.
+type Creator interface {
+	CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error)
+}
+
+// CreatorFunc adapts a plain function to the Creator interface.
+type CreatorFunc func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error)
+
+// CreateTask calls f(ctx, req).
+func (f CreatorFunc) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+	return f(ctx, req)
+}
+
+// Budget is the retry schedule for one class of retryable failure. Each
+// request counts its failures per budget.
+type Budget struct {
+	// Initial and Max bound the backoff: after the n-th failure the request
+	// waits min(Initial*2^(n-1), Max) times a jitter factor in [0.75, 1.25),
+	// and never less than 1ms. Initial must be > 0 and Max >= Initial.
+	Initial, Max time.Duration
+	// MaxAttempts counts attempts with the first one included: the
+	// MaxAttempts-th failure of this budget is terminal, so 1 means no retry.
+	// Must be >= 1.
+	MaxAttempts int
+}
+
+// backoff returns the wait after the n-th failure (n >= 1) for jitter value j
+// in [0, 1).
+func (b Budget) backoff(n int, j float64) time.Duration {
+	d := b.Initial
+	for i := 1; i < n && d < b.Max; i++ {
+		if d > b.Max/2 {
+			d = b.Max
+			break
+		}
+		d *= 2
+	}
+	d = min(d, b.Max)
+	j = min(max(j, 0), 1)
+	out := time.Duration(float64(d) * (0.75 + 0.5*j))
+	return max(out, time.Millisecond)
+}
+
+func (b Budget) validate(name string) error {
+	switch {
+	case b.Initial <= 0:
+		return fmt.Errorf("engine: Options.%s.Initial must be > 0, got %v", name, b.Initial)
+	case b.Max < b.Initial:
+		return fmt.Errorf("engine: Options.%s.Max must be >= Initial (%v), got %v", name, b.Initial, b.Max)
+	case b.MaxAttempts < 1:
+		return fmt.Errorf("engine: Options.%s.MaxAttempts must be >= 1, got %d", name, b.MaxAttempts)
+	}
+	return nil
+}
+
+// Options configure an Engine. There are no defaults here: the caller resolves
+// them (cloudtasksio.WriterOptions documents the user-facing defaults).
+type Options struct {
+	// MaxInFlight caps the requests the engine holds at once, in flight plus
+	// parked for retry. Submit waits while the cap is reached. Must be >= 1.
+	MaxInFlight int
+	// Transient is the budget for UNAVAILABLE, DEADLINE_EXCEEDED and
+	// RESOURCE_EXHAUSTED failures.
+	Transient Budget
+	// NotFound is the budget for NOT_FOUND failures (a queue that does not
+	// exist, or is reactivating after being idle).
+	NotFound Budget
+	// Jitter returns a uniform value in [0, 1); the backoff factor is
+	// 0.75 + 0.5*Jitter(). Nil uses math/rand/v2. Tests inject it to make the
+	// schedule exact.
+	Jitter func() float64
+	// AttemptTimeout, when > 0, bounds each attempt: its RPC runs under
+	// context.WithTimeout(context.Background(), AttemptTimeout). Zero sets no
+	// deadline of the engine's own, so the client's default (20s for
+	// CreateTask) applies.
+	AttemptTimeout time.Duration
+}
+
+// Request is one task to create. The engine owns it from Submit until an
+// Observer callback reports its outcome (Created, Rejected, an Expired
+// decision other than ExpiredSend) or the engine fails; do not submit the
+// same Request twice or change it meanwhile.
+type Request struct {
+	// Create is sent unchanged on every attempt, so a named task keeps its
+	// name across retries. Required.
+	Create *cloudtaskspb.CreateTaskRequest
+	// Deadline, when non-zero, must lie ahead at every send and re-send
+	// (time.Now().Before(Deadline)); otherwise Observer.Expired decides what
+	// happens to the request.
+	Deadline time.Time
+	// Tag is the caller's data, untouched by the engine and available in
+	// every callback.
+	Tag any
+
+	attempts          int // sends started
+	transientFailures int // failures counted on Options.Transient
+	notFoundFailures  int // failures counted on Options.NotFound
+}
+
+// Attempts returns how many times the request has been sent so far.
+func (r *Request) Attempts() int { return r.attempts }
+
+// Observer receives the outcome of every request and every failed attempt.
+// Each call happens on the goroutine that called Submit or Flush, inside that
+// call, with that call's context, so the implementation may emit outputs and
+// update metrics without locking.
+type Observer interface {
+	// Created reports that Cloud Tasks accepted the request. deduplicated is
+	// true when the answer was ALREADY_EXISTS for a named task (an earlier
+	// attempt or run created it). Also called, with deduplicated false, when
+	// Expired answered ExpiredAssumeCreated.
+	Created(ctx context.Context, r *Request, deduplicated bool)
+	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT: the task
+	// itself is at fault and the caller's failure policy decides what to do
+	// with it. It is not an engine error. err wraps the RPC error (use
+	// errors.Is / status.Code on it); its message is bounded and carries no
+	// task body or headers.
+	Rejected(ctx context.Context, r *Request, err error)
+	// AttemptFailed reports every failed attempt, retried or not, with the
+	// outermost status of the error as its canonical name ("UNAVAILABLE",
+	// see OutermostCode). ALREADY_EXISTS for a named task is a success and is
+	// not reported here.
+	AttemptFailed(ctx context.Context, r *Request, code string)
+	// Expired is asked when a request's Deadline has passed before a send or
+	// re-send, and decides what happens to it (see ExpiredAction). A non-nil
+	// error becomes the engine's terminal error whatever the action.
+	Expired(ctx context.Context, r *Request) (ExpiredAction, error)
+}
+
+// ExpiredAction is Observer.Expired's decision for a request whose deadline
+// passed before it could be sent.
+type ExpiredAction int
+
+const (
+	// ExpiredFail makes the expiry terminal: the error Expired returned, or
+	// one the engine builds when it returned nil, becomes the engine's
+	// terminal error. This is the zero value.
+	ExpiredFail ExpiredAction = iota
+	// ExpiredAssumeCreated treats the request as created without sending it:
+	// the engine reports Observer.Created (deduplicated false) and forgets it.
+	ExpiredAssumeCreated
+	// ExpiredSend sends the request anyway. A later re-send asks again.
+	ExpiredSend
+	// ExpiredDrop forgets the request without sending it and without any
+	// further callback.
+	ExpiredDrop
+)
+
+// String returns the action's name, for example "ExpiredDrop".
+func (a ExpiredAction) String() string {
+	switch a {
+	case ExpiredFail:
+		return "ExpiredFail"
+	case ExpiredAssumeCreated:
+		return "ExpiredAssumeCreated"
+	case ExpiredSend:
+		return "ExpiredSend"
+	case ExpiredDrop:
+		return "ExpiredDrop"
+	}
+	return fmt.Sprintf("ExpiredAction(%d)", int(a))
+}
+
+// Engine owns the in-flight CreateTask calls of one writer. Create it with
+// New; it is not safe for concurrent use (see the package documentation). An
+// Engine that has captured a terminal error stays failed: start a new one for
+// the next batch.
+type Engine struct {
+	creator Creator
+	opts    Options
+	obs     Observer
+
+	// done receives one completion per started attempt. Its capacity is
+	// MaxInFlight and at most MaxInFlight attempts are outstanding, so an
+	// attempt goroutine never blocks on it, even after the Engine is
+	// abandoned.
+	done     chan completion
+	inFlight int
+	parked   parkQueue
+	seq      uint64
+	timer    *time.Timer
+	err      error
+}
+
+// completion is the result of one attempt, posted by its goroutine.
+type completion struct {
+	r   *Request
+	err error
+	at  time.Time // when the RPC returned: backoff is measured from here
+}
+
+// New returns an Engine sending through c and reporting to obs (nil: outcomes
+// are ignored and expired requests fail). It panics when c is nil or an
+// option is out of range, naming the option: the caller validates user
+// configuration before it gets here.
+func New(c Creator, o Options, obs Observer) *Engine {
+	if c == nil {
+		panic("engine: New needs a non-nil Creator")
+	}
+	if o.MaxInFlight < 1 {
+		panic(fmt.Sprintf("engine: Options.MaxInFlight must be >= 1, got %d", o.MaxInFlight))
+	}
+	if err := o.Transient.validate("Transient"); err != nil {
+		panic(err.Error())
+	}
+	if err := o.NotFound.validate("NotFound"); err != nil {
+		panic(err.Error())
+	}
+	if o.AttemptTimeout < 0 {
+		panic(fmt.Sprintf("engine: Options.AttemptTimeout must be >= 0, got %v", o.AttemptTimeout))
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	if obs == nil {
+		obs = nopObserver{}
+	}
+	return &Engine{creator: c, opts: o, obs: obs, done: make(chan completion, o.MaxInFlight)}
+}
+
+// Submit hands r to the engine. It first handles the creates that completed
+// and re-sends the parked requests that are due; if a terminal error has been
+// captured it returns that error and r is not sent. While in-flight plus
+// parked requests are at MaxInFlight it waits for a completion or for the
+// earliest parked request to come due (it never spins). Then it sends r
+// asynchronously and returns. It returns ctx.Err() if ctx ends while waiting
+// (r is then not sent), and an error if r or r.Create is nil.
+func (e *Engine) Submit(ctx context.Context, r *Request) error {
+	if r == nil || r.Create == nil {
+		return errors.New("engine: Submit needs a Request with a non-nil Create")
+	}
+	e.pump(ctx)
+	for e.err == nil && e.inFlight+len(e.parked) >= e.opts.MaxInFlight {
+		if err := e.wait(ctx); err != nil {
+			return err
+		}
+		e.pump(ctx)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	e.dispatch(ctx, r)
+	return e.err
+}
+
+// Flush waits until every in-flight create has completed and every parked
+// request has been re-sent as it came due and completed, then returns the
+// first terminal error, if any. Once a terminal error is captured nothing more
+// is sent; Flush still waits for the calls already in flight. It returns
+// ctx.Err() if ctx ends first; the engine keeps its state and a later Flush
+// continues.
+func (e *Engine) Flush(ctx context.Context) error {
+	for {
+		e.pump(ctx)
+		if e.inFlight == 0 && (len(e.parked) == 0 || e.err != nil) {
+			return e.err
+		}
+		if err := e.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// Stats returns how many requests are in flight and how many are parked
+// waiting for a retry, for gauges.
+func (e *Engine) Stats() (inFlight, parked int) { return e.inFlight, len(e.parked) }
+
+// Err returns the first terminal error captured so far, or nil.
+func (e *Engine) Err() error { return e.err }
+
+// pump handles every completion already posted, then re-sends the parked
+// requests that are due.
+func (e *Engine) pump(ctx context.Context) {
+	for {
+		select {
+		case c := <-e.done:
+			e.handle(ctx, c)
+			continue
+		default:
+		}
+		break
+	}
+	now := time.Now()
+	for e.err == nil && len(e.parked) > 0 && !e.parked[0].due.After(now) {
+		p := heap.Pop(&e.parked).(parkedRequest)
+		e.dispatch(ctx, p.r)
+	}
+}
+
+// wait blocks until one completion arrives (and handles it), the earliest
+// parked request comes due, or ctx ends.
+func (e *Engine) wait(ctx context.Context) error {
+	var due <-chan time.Time
+	if len(e.parked) > 0 {
+		d := time.Until(e.parked[0].due)
+		if d <= 0 {
+			return nil
+		}
+		if e.timer == nil {
+			e.timer = time.NewTimer(d)
+		} else {
+			e.timer.Reset(d)
+		}
+		defer e.timer.Stop()
+		due = e.timer.C
+	}
+	select {
+	case c := <-e.done:
+		e.handle(ctx, c)
+	case <-due:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// dispatch sends r now, unless its deadline has passed and Observer.Expired
+// decides otherwise.
+func (e *Engine) dispatch(ctx context.Context, r *Request) {
+	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
+		action, err := e.obs.Expired(ctx, r)
+		if err != nil {
+			e.fail(err)
+			return
+		}
+		switch action {
+		case ExpiredSend:
+			// fall through to the send below
+		case ExpiredAssumeCreated:
+			e.obs.Created(ctx, r, false)
+			return
+		case ExpiredDrop:
+			return
+		case ExpiredFail:
+			e.fail(&createError{msg: fmt.Sprintf(
+				"task for queue %q not sent: its deadline %s passed after %d attempt(s)",
+				r.Create.GetParent(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
+			return
+		default:
+			e.fail(fmt.Errorf("engine: Observer.Expired returned unknown ExpiredAction %d", int(action)))
+			return
+		}
+	}
+	e.start(r)
+}
+
+// start runs one attempt on a goroutine of its own.
+func (e *Engine) start(r *Request) {
+	e.inFlight++
+	r.attempts++
+	creator, timeout, done := e.creator, e.opts.AttemptTimeout, e.done
+	go func() {
+		ctx := context.Background()
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		_, err := creator.CreateTask(ctx, r.Create)
+		done <- completion{r: r, err: err, at: time.Now()}
+	}()
+}
+
+// handle applies the outcome of one attempt.
+func (e *Engine) handle(ctx context.Context, c completion) {
+	e.inFlight--
+	r := c.r
+	if c.err == nil {
+		e.obs.Created(ctx, r, false)
+		return
+	}
+	d := classify(c.err, r.Create.GetTask().GetName() != "")
+	if d.class == Deduplicated {
+		e.obs.Created(ctx, r, true)
+		return
+	}
+	e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
+	queue := r.Create.GetParent()
+	code := CodeName(d.code)
+	if !d.hasCode {
+		code = "no status"
+		d.message = c.err.Error()
+	}
+	switch d.class {
+	case Invalid:
+		e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, bounded(d.message))})
+	case Transient, NotFound:
+		budget, failures, what := e.opts.Transient, &r.transientFailures, "transient"
+		if d.class == NotFound {
+			budget, failures, what = e.opts.NotFound, &r.notFoundFailures, "NOT_FOUND"
+		}
+		*failures++
+		if *failures >= budget.MaxAttempts {
+			hint := ""
+			if d.class == NotFound {
+				hint = "; the queue does not exist, or is reactivating after being idle"
+			}
+			e.fail(&createError{cause: c.err, msg: fmt.Sprintf(
+				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
+				queue, code, r.attempts, what, budget.MaxAttempts, hint, bounded(d.message))})
+			return
+		}
+		if e.err != nil {
+			return // the engine has failed: abandon it like the parked ones
+		}
+		due := c.at.Add(budget.backoff(*failures, e.opts.Jitter()))
+		heap.Push(&e.parked, parkedRequest{due: due, seq: e.seq, r: r})
+		e.seq++
+	default:
+		e.fail(&createError{cause: c.err, msg: fmt.Sprintf(
+			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
+			queue, code, r.attempts, bounded(d.message))})
+	}
+}
+
+// fail keeps err if it is the first terminal error and abandons the parked
+// requests.
+func (e *Engine) fail(err error) {
+	if e.err != nil {
+		return
+	}
+	e.err = err
+	e.parked = nil
+}
+
+// createError is a bounded, payload-free message that still wraps the RPC
+// error, so errors.Is and status.Code see through it.
+type createError struct {
+	msg   string
+	cause error
+}
+
+func (e *createError) Error() string { return e.msg }
+func (e *createError) Unwrap() error { return e.cause }
+
+// maxMessage bounds the status message quoted in engine errors.
+const maxMessage = 200
+
+// bounded cuts s to at most maxMessage bytes on a rune boundary.
+func bounded(s string) string {
+	if len(s) <= maxMessage {
+		return s
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// parkedRequest is a request waiting for its retry.
+type parkedRequest struct {
+	due time.Time
+	seq uint64 // ties keep submission order
+	r   *Request
+}
+
+// parkQueue is a min-heap of parked requests by due time.
+type parkQueue []parkedRequest
+
+func (q parkQueue) Len() int { return len(q) }
+func (q parkQueue) Less(i, j int) bool {
+	if q[i].due.Equal(q[j].due) {
+		return q[i].seq < q[j].seq
+	}
+	return q[i].due.Before(q[j].due)
+}
+func (q parkQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *parkQueue) Push(x any)   { *q = append(*q, x.(parkedRequest)) }
+func (q *parkQueue) Pop() any {
+	old := *q
+	p := old[len(old)-1]
+	old[len(old)-1] = parkedRequest{}
+	*q = old[:len(old)-1]
+	return p
+}
+
+// nopObserver ignores outcomes and fails expired requests.
+type nopObserver struct{}
+
+func (nopObserver) Created(context.Context, *Request, bool)         {}
+func (nopObserver) Rejected(context.Context, *Request, error)       {}
+func (nopObserver) AttemptFailed(context.Context, *Request, string) {}
+func (nopObserver) Expired(context.Context, *Request) (ExpiredAction, error) {
+	return ExpiredFail, nil
+}
