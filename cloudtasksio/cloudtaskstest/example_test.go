@@ -3,6 +3,9 @@ package cloudtaskstest_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -80,4 +83,40 @@ func ExampleServer_InjectErrors() {
 	// Unavailable
 	// AlreadyExists
 	// calls: 4 stored: 1 lost: 1
+}
+
+// A running queue dispatches its tasks to their targets, with the headers
+// Cloud Tasks adds.
+func Example_dispatch() {
+	received := make(chan string, 1)
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		received <- fmt.Sprintf("%s %s %s queue=%s task=%s", r.Method, r.URL.Path, body,
+			r.Header.Get("X-CloudTasks-QueueName"), r.Header.Get("X-CloudTasks-TaskName"))
+	}))
+	defer target.Close()
+
+	srv := cloudtaskstest.NewServer()
+	defer srv.Close()
+	ctx := context.Background()
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	queue := "projects/my-project/locations/us-central1/queues/orders"
+	if _, err := srv.CreateQueue(queue); err != nil {
+		panic(err)
+	}
+	_, err = client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		Name: queue + "/tasks/order-1",
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: target.URL + "/process", Body: []byte(`{"order":1}`),
+		}},
+	}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-received)
+	// Output: POST /process {"order":1} queue=orders task=order-1
 }

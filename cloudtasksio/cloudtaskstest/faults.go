@@ -83,7 +83,32 @@ func (f *faults) stats() Stats {
 
 func (f *faults) resetStats() {
 	f.mu.Lock()
-	f.st = Stats{CreateTaskInFlight: f.st.CreateTaskInFlight, MaxCreateTaskInFlight: f.st.CreateTaskInFlight}
+	f.st = Stats{
+		CreateTaskInFlight: f.st.CreateTaskInFlight, MaxCreateTaskInFlight: f.st.CreateTaskInFlight,
+		DispatchesInFlight: f.st.DispatchesInFlight, MaxDispatchesInFlight: f.st.DispatchesInFlight,
+	}
+	f.mu.Unlock()
+}
+
+func (f *faults) dispatchStarted() {
+	f.mu.Lock()
+	f.st.DispatchAttempts++
+	f.st.DispatchesInFlight++
+	f.st.MaxDispatchesInFlight = max(f.st.MaxDispatchesInFlight, f.st.DispatchesInFlight)
+	f.mu.Unlock()
+}
+
+// dispatchEnded records an attempt's outcome: "done", "exhausted", "retry"
+// or "gone".
+func (f *faults) dispatchEnded(outcome string) {
+	f.mu.Lock()
+	f.st.DispatchesInFlight--
+	switch outcome {
+	case "done":
+		f.st.TasksSucceeded++
+	case "exhausted":
+		f.st.TasksExhausted++
+	}
 	f.mu.Unlock()
 }
 

@@ -18,17 +18,27 @@
 // rejects. Fault injection (scripted error codes, lost responses, latency, a
 // per-connection stream cap) lets a test exercise a client's recovery paths.
 //
-// This version stores tasks but does not send them to their targets yet;
-// WithoutDispatch is accepted already so that tests which must not race a
-// dispatch keep their meaning when dispatch arrives.
+// Like the service, it dispatches the tasks of running queues: it sends each
+// task's HTTP request to its target with the headers Cloud Tasks adds (and a
+// signed OIDC token or an OAuth token when the task asks for one), paced by
+// the queue's rate limits, retrying non-2xx answers per the queue's retry
+// configuration, and removes the task once it succeeds. Paused queues keep
+// their tasks. By default only loopback targets are reachable. A test that
+// asserts what was stored should use a paused queue or WithoutDispatch, so
+// that no dispatch races its assertions.
 //
-// Nothing is global: every Server has its own state, port and clock.
+// Nothing is global: every Server has its own state, port, clock and keys.
 // docs/testing.md describes what is emulated and what is not.
 package cloudtaskstest
 
 import (
+	"context"
+	"crypto/rsa"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -38,6 +48,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // DefaultMaxConcurrentStreams is the number of concurrent calls a Server
@@ -53,6 +64,12 @@ type config struct {
 	noBeta     bool
 	now        func() time.Time
 	noDispatch bool
+	anyHost    bool
+	appEngine  string
+	issuer     string
+	log        *slog.Logger
+	hardReset  bool
+	transport  http.RoundTripper
 }
 
 // WithMaxConcurrentStreams caps how many calls the server serves at once on
@@ -74,8 +91,11 @@ func WithoutV2Beta3() Option {
 }
 
 // WithClock replaces time.Now for everything the server stamps or compares:
-// create and schedule times, the 30-day schedule limit and tombstone expiry.
-// A nil function keeps time.Now.
+// create and schedule times, the 30-day schedule limit, tombstone expiry,
+// token times and dispatch pacing. Dispatch still waits with real timers, so
+// a clock that does not advance holds back scheduled tasks and paced
+// dispatches (use WithoutDispatch with a frozen clock). A nil function keeps
+// time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *config) {
 		if now != nil {
@@ -85,10 +105,60 @@ func WithClock(now func() time.Time) Option {
 }
 
 // WithoutDispatch keeps every task stored until it is deleted or purged: the
-// server never sends a task to its target, even from a running queue. Use it
-// when a test asserts what was stored and must not race a dispatch.
+// server never sends a task to its target, even from a running queue, and
+// RunTask answers FAILED_PRECONDITION. Use it when a test asserts what was
+// stored and must not race a dispatch.
 func WithoutDispatch() Option {
 	return func(c *config) { c.noDispatch = true }
+}
+
+// WithDispatchToAnyHost lets dispatch reach any host. By default only
+// loopback targets (localhost, *.localhost, 127.0.0.0/8, ::1) are contacted:
+// an attempt for any other host fails without a connection, as an
+// unreachable target would, and is retried per the queue's retry
+// configuration. The standalone emulator uses this option.
+func WithDispatchToAnyHost() Option {
+	return func(c *config) { c.anyHost = true }
+}
+
+// WithAppEngineURL sets where App Engine tasks go: baseURL (for example
+// "http://127.0.0.1:8080") followed by the task's relative URI. The routing
+// (service, version, instance; the queue's override first) reaches the
+// handler as the Host header "<instance>.<version>.<service>.<base host>",
+// with only the parts that are set. Without this option App Engine tasks are
+// stored but never dispatched. NewServer panics on a base URL that is not an
+// absolute http(s) URL.
+func WithAppEngineURL(baseURL string) Option {
+	return func(c *config) { c.appEngine = baseURL }
+}
+
+// WithOIDCIssuer sets the iss claim of the OIDC tokens the server signs, and
+// the issuer that OpenIDHandler advertises. The default is
+// DefaultOIDCIssuer.
+func WithOIDCIssuer(issuer string) Option {
+	return func(c *config) {
+		if issuer != "" {
+			c.issuer = issuer
+		}
+	}
+}
+
+// WithLogger makes the server log queue creations and one line per dispatch
+// attempt (at Info) to l. By default nothing is logged.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.log = l
+		}
+	}
+}
+
+// WithHardResetOnPurge makes PurgeQueue release the purged task names at
+// once instead of keeping them taken for the tombstone window; names freed
+// earlier in the queue are forgotten too. It mirrors the community
+// emulator's -hard-reset-on-purge-queue flag.
+func WithHardResetOnPurge() Option {
+	return func(c *config) { c.hardReset = true }
 }
 
 // Server is an in-memory Cloud Tasks server listening on a loopback port.
@@ -104,6 +174,8 @@ type Server struct {
 	lis   net.Listener
 	store *store
 	fault *faults
+	auth  *authority
+	disp  *dispatcher // nil with WithoutDispatch
 
 	closeOnce sync.Once
 	served    chan struct{}
@@ -111,7 +183,7 @@ type Server struct {
 
 // NewServer starts a server on 127.0.0.1 with a port chosen by the system.
 // It panics if it cannot listen, which only happens when the machine is out of
-// ports or sockets.
+// ports or sockets, or on an invalid WithAppEngineURL.
 func NewServer(opts ...Option) *Server {
 	s, err := NewServerWithAddress("127.0.0.1:0", opts...)
 	if err != nil {
@@ -123,29 +195,31 @@ func NewServer(opts ...Option) *Server {
 // NewServerWithAddress starts a server listening on addr ("host:port"; port 0
 // picks a free one). Unlike NewServer it reports a listen failure as an error,
 // which suits a long-running emulator with a configured port.
+// It also reports an App Engine base URL (WithAppEngineURL) that is not an
+// absolute http(s) URL.
 func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
-	cfg := config{maxStreams: DefaultMaxConcurrentStreams, now: time.Now}
-	for _, o := range opts {
-		o(&cfg)
+	b, err := newBackend(opts...)
+	if err != nil {
+		return nil, err
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %q: %w", addr, err)
 	}
-	s := &Server{
-		Addr:   lis.Addr().String(),
-		cfg:    cfg,
-		lis:    lis,
-		store:  newStore(cfg.now),
-		fault:  newFaults(),
-		served: make(chan struct{}),
-	}
+	s := b
+	s.Addr = lis.Addr().String()
+	s.lis = lis
 	s.gsrv = grpc.NewServer(
-		grpc.MaxConcurrentStreams(cfg.maxStreams),
+		grpc.MaxConcurrentStreams(s.cfg.maxStreams),
 		grpc.UnaryInterceptor(s.fault.intercept),
 	)
-	cloudtaskspb.RegisterCloudTasksServer(s.gsrv, &v2Service{store: s.store})
-	if !cfg.noBeta {
+	v2 := &v2Service{store: s.store, run: runDisabled}
+	if s.disp != nil {
+		v2.run = s.disp.runNow
+		s.disp.start()
+	}
+	cloudtaskspb.RegisterCloudTasksServer(s.gsrv, v2)
+	if !s.cfg.noBeta {
 		betapb.RegisterCloudTasksServer(s.gsrv, &v2beta3Service{store: s.store})
 	}
 	go func() {
@@ -155,14 +229,104 @@ func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the server: open calls are cancelled and the port is released.
-// It is safe to call more than once; it always returns nil.
+func runDisabled(context.Context, string, cloudtaskspb.Task_View) (*cloudtaskspb.Task, error) {
+	return nil, status.Error(codes.FailedPrecondition, "cloudtaskstest: dispatch is turned off (WithoutDispatch)")
+}
+
+// newBackend builds everything but the gRPC listener: the store, the fault
+// and statistics state, the token authority and the dispatcher (not yet
+// started). Tests of the dispatch core use it inside a synctest bubble.
+func newBackend(opts ...Option) (*Server, error) {
+	cfg := config{
+		maxStreams: DefaultMaxConcurrentStreams,
+		now:        time.Now,
+		issuer:     DefaultOIDCIssuer,
+		log:        slog.New(slog.DiscardHandler),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var aeURL *url.URL
+	if cfg.appEngine != "" {
+		u, err := url.Parse(cfg.appEngine)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("App Engine base URL %q: want an absolute http or https URL", cfg.appEngine)
+		}
+		aeURL = u
+	}
+	s := &Server{
+		cfg:    cfg,
+		store:  newStore(cfg.now, cfg.log),
+		fault:  newFaults(),
+		auth:   newAuthority(cfg.issuer, cfg.now),
+		served: make(chan struct{}),
+	}
+	s.store.hardReset = cfg.hardReset
+	if !cfg.noDispatch {
+		s.disp = newDispatcher(s.store, s.fault, dispatchConfig{
+			transport: cfg.transport,
+			appEngine: aeURL,
+			anyHost:   cfg.anyHost,
+			log:       cfg.log,
+			auth:      s.auth,
+		})
+	}
+	return s, nil
+}
+
+// Close stops the server: open calls and dispatch attempts in flight are
+// cancelled, the dispatcher stops, and the port is released. Tasks keep
+// their state (a cancelled attempt counts as failed). It is safe to call
+// more than once; it always returns nil.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		s.gsrv.Stop()
-		<-s.served
+		if s.gsrv != nil {
+			s.gsrv.Stop()
+			<-s.served
+		}
+		if s.disp != nil {
+			s.disp.close()
+		}
 	})
 	return nil
+}
+
+// OIDCPublicKey returns the public half of the key that signs the OIDC
+// tokens (RS256) of this server's dispatches. The key is created on first
+// use and lives as long as the Server.
+func (s *Server) OIDCPublicKey() *rsa.PublicKey {
+	key, err := s.auth.signer()
+	if err != nil {
+		panic(fmt.Sprintf("cloudtaskstest: create OIDC signing key: %v", err))
+	}
+	return &key.PublicKey
+}
+
+// VerifyOIDCToken checks an OIDC token from a dispatched request's
+// Authorization header (with or without the "Bearer " prefix): an RS256 JWT
+// signed by this server, with this server's issuer, not expired by the
+// server's clock. It returns the token's claims; the caller checks Audience
+// and Email against what it expects.
+func (s *Server) VerifyOIDCToken(token string) (*OIDCClaims, error) {
+	return s.auth.verifyOIDC(token)
+}
+
+// VerifyOAuthToken checks an OAuth access token from a dispatched request's
+// Authorization header (with or without the "Bearer " prefix). The server's
+// OAuth tokens are opaque strings beginning with "ya29.cloudtaskstest."; only
+// the server that issued one can verify it. It returns the service account
+// and scope the token stands for.
+func (s *Server) VerifyOAuthToken(token string) (*OAuthGrant, error) {
+	return s.auth.verifyOAuth(token)
+}
+
+// OpenIDHandler serves this server's OpenID discovery document at
+// <issuer path>/.well-known/openid-configuration and its signing keys (JWKS)
+// at <issuer path>/jwks, for handlers that verify tokens the way they would
+// against Google. Serve it on the host and port of the issuer URL
+// (WithOIDCIssuer).
+func (s *Server) OpenIDHandler() http.Handler {
+	return s.auth.handler()
 }
 
 // ClientOptions returns the options that point a Cloud Tasks client
@@ -225,8 +389,8 @@ func (s *Server) SetTombstoneTTL(queuePath string, d time.Duration) {
 	s.store.setTombstoneTTL(queuePath, d)
 }
 
-// InjectErrors scripts the answers of the next len(codes) calls of method: the
-// i-th call answers codes[i] without being served, except codes.OK, which
+// InjectErrors scripts the answers of the next len(cs) calls of method: the
+// i-th call answers cs[i] without being served, except codes.OK, which
 // serves the call normally. Calls beyond the script are served normally; a
 // second InjectErrors for the same method appends to its script.
 //
@@ -297,4 +461,19 @@ type Stats struct {
 	CreateTaskInFlight int
 	// MaxCreateTaskInFlight is the highest CreateTaskInFlight seen.
 	MaxCreateTaskInFlight int
+
+	// DispatchAttempts is the number of dispatch attempts started, first
+	// attempts and retries alike.
+	DispatchAttempts int
+	// TasksSucceeded is the number of tasks whose target answered 2xx (and
+	// which were therefore removed).
+	TasksSucceeded int
+	// TasksExhausted is the number of tasks removed after their last allowed
+	// attempt failed.
+	TasksExhausted int
+	// DispatchesInFlight is the number of attempts waiting for an answer now,
+	// across all queues.
+	DispatchesInFlight int
+	// MaxDispatchesInFlight is the highest DispatchesInFlight seen.
+	MaxDispatchesInFlight int
 }

@@ -17,7 +17,7 @@ import (
 type v2Service struct {
 	cloudtaskspb.UnimplementedCloudTasksServer
 	store *store
-	// run, when set, dispatches a task now (RunTask).
+	// run dispatches a task now (RunTask).
 	run func(ctx context.Context, name string, view cloudtaskspb.Task_View) (*cloudtaskspb.Task, error)
 }
 
@@ -96,9 +96,6 @@ func (v *v2Service) DeleteTask(_ context.Context, r *cloudtaskspb.DeleteTaskRequ
 }
 
 func (v *v2Service) RunTask(ctx context.Context, r *cloudtaskspb.RunTaskRequest) (*cloudtaskspb.Task, error) {
-	if v.run == nil {
-		return v.UnimplementedCloudTasksServer.RunTask(ctx, r)
-	}
 	return v.run(ctx, r.GetName(), r.GetResponseView())
 }
 

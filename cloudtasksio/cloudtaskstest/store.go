@@ -1,6 +1,7 @@
 package cloudtaskstest
 
 import (
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -23,6 +24,10 @@ const (
 // mutex. Every method returns copies, never the stored messages.
 type store struct {
 	now func() time.Time
+	log *slog.Logger
+	// hardReset makes PurgeQueue forget the purged names instead of keeping
+	// them taken for the tombstone window.
+	hardReset bool
 
 	mu         sync.Mutex
 	queues     map[string]*queueState
@@ -40,17 +45,28 @@ type store struct {
 type queueState struct {
 	q     *cloudtaskspb.Queue
 	tasks map[string]*taskEntry
+	disp  queueDispatch
 }
 
 type taskEntry struct {
 	seq   uint64
 	t     *cloudtaskspb.Task // FULL, View unset
 	queue *queueState
+
+	// Dispatch bookkeeping, guarded by store.mu.
+	removed       bool      // deleted, purged, succeeded or out of attempts
+	running       bool      // an attempt is in flight
+	gen           uint64    // bumped whenever the task leaves the due heap
+	executions    int32     // attempts answered with a non-5xx status
+	prevResponse  int       // HTTP status of the previous attempt, 0 if none
+	retryReason   string    // why the previous attempt failed
+	firstDispatch time.Time // when the first attempt was sent
 }
 
-func newStore(now func() time.Time) *store {
+func newStore(now func() time.Time, log *slog.Logger) *store {
 	return &store{
 		now:        now,
+		log:        log,
 		queues:     map[string]*queueState{},
 		tasks:      map[string]*taskEntry{},
 		tombstones: map[string]time.Time{},
@@ -115,7 +131,16 @@ func (st *store) createQueue(in *cloudtaskspb.Queue) (*cloudtaskspb.Queue, error
 	st.queues[q.Name] = &queueState{q: q, tasks: map[string]*taskEntry{}}
 	out := proto.Clone(q).(*cloudtaskspb.Queue)
 	st.mu.Unlock()
+	st.logQueue("queue created", out)
 	return out, nil
+}
+
+func (st *store) logQueue(msg string, q *cloudtaskspb.Queue) {
+	st.log.Info(msg, "queue", q.GetName(), "state", q.GetState().String(),
+		"max_dispatches_per_second", q.GetRateLimits().GetMaxDispatchesPerSecond(),
+		"max_burst_size", q.GetRateLimits().GetMaxBurstSize(),
+		"max_concurrent_dispatches", q.GetRateLimits().GetMaxConcurrentDispatches(),
+		"max_attempts", q.GetRetryConfig().GetMaxAttempts())
 }
 
 func validateQueueConfig(q *cloudtaskspb.Queue) error {
@@ -278,6 +303,7 @@ func (st *store) updateQueue(in *cloudtaskspb.Queue, paths []string) (*cloudtask
 	}
 	out := proto.Clone(q).(*cloudtaskspb.Queue)
 	st.mu.Unlock()
+	st.logQueue("queue updated", out)
 	st.notify()
 	return out, nil
 }
@@ -335,7 +361,18 @@ func (st *store) purgeQueue(name string) (*cloudtaskspb.Queue, error) {
 	now := st.now()
 	for _, e := range qs.tasks {
 		st.removeLocked(e, now)
+		if st.hardReset {
+			delete(st.tombstones, e.t.Name)
+		}
 	}
+	if st.hardReset {
+		for n := range st.tombstones {
+			if strings.HasPrefix(n, name+"/tasks/") {
+				delete(st.tombstones, n)
+			}
+		}
+	}
+	qs.disp.due = nil
 	qs.q.PurgeTime = timestamppb.New(now.Truncate(time.Microsecond))
 	return proto.Clone(qs.q).(*cloudtaskspb.Queue), nil
 }
@@ -363,6 +400,7 @@ func (st *store) deleteQueue(name string) error {
 // removeLocked drops a stored task and keeps its name taken for the queue's
 // tombstone window. mu must be held.
 func (st *store) removeLocked(e *taskEntry, now time.Time) {
+	e.removed = true
 	name := e.t.Name
 	delete(e.queue.tasks, name)
 	delete(st.tasks, name)
@@ -451,6 +489,7 @@ func (st *store) createTask(req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.
 	e := &taskEntry{seq: st.seq, t: t, queue: qs}
 	qs.tasks[t.Name] = e
 	st.tasks[t.Name] = e
+	qs.disp.push(e)
 	out := render(t, req.GetResponseView())
 	st.mu.Unlock()
 	st.notify()

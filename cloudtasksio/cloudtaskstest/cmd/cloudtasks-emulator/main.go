@@ -1,0 +1,159 @@
+// Command cloudtasks-emulator runs cloudtaskstest as a standalone Cloud Tasks
+// emulator: the v2 gRPC API (and v2beta3 GetQueue) on a local port, with
+// HTTP dispatch of the tasks of running queues. Any language's Cloud Tasks
+// client can use it through an insecure channel without credentials.
+//
+//	go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator \
+//	    -port 8123 -queue projects/dev/locations/here/queues/orders
+//
+// Its flags are those of the community emulator (github.com/aertje/cloud-tasks-emulator),
+// so it can stand in for it:
+//
+//	-host                       address to listen on (default 127.0.0.1)
+//	-port                       port to listen on (default 8123; 0 picks a free one)
+//	-queue, -initial-queue      a queue to create at start, repeatable
+//	-openid-issuer              iss of the OIDC tokens; also serves the OpenID
+//	                            discovery document and keys on that URL's port
+//	-hard-reset-on-purge-queue  PurgeQueue forgets the purged task names
+//
+// and two of its own:
+//
+//	-loopback-only              dispatch only to loopback targets
+//	-log-level                  debug, info (default), warn or error
+//
+// App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
+// http://localhost:8080) plus their relative URI, with the routing in the
+// Host header; without it they are stored but not dispatched.
+//
+// It logs one line per queue created and per dispatch attempt, and stops on
+// SIGINT or SIGTERM.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	case errors.Is(err, errUsage):
+		os.Exit(2)
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+// queueFlags collects a repeatable flag.
+type queueFlags []string
+
+func (q *queueFlags) String() string     { return strings.Join(*q, ",") }
+func (q *queueFlags) Set(v string) error { *q = append(*q, v); return nil }
+
+// run starts the emulator and serves until ctx is done. Logs go to logOut.
+func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer) error {
+	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
+	fs.SetOutput(logOut)
+	host := fs.String("host", "127.0.0.1", "address to listen on")
+	port := fs.Int("port", 8123, "port to listen on (0 picks a free one)")
+	var queues queueFlags
+	fs.Var(&queues, "queue", "queue to create at start, as projects/P/locations/L/queues/Q (repeatable)")
+	fs.Var(&queues, "initial-queue", "same as -queue")
+	issuer := fs.String("openid-issuer", "", "iss claim of OIDC tokens; when set, the OpenID discovery document and keys are served on this URL's port")
+	hardReset := fs.Bool("hard-reset-on-purge-queue", false, "PurgeQueue forgets the purged task names instead of keeping them taken for an hour")
+	loopbackOnly := fs.Bool("loopback-only", false, "dispatch only to loopback targets")
+	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(logOut, "unexpected argument %q\n", fs.Arg(0))
+		return errUsage
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", *level)
+	}
+	if *port < 0 || *port > 65535 {
+		return fmt.Errorf("-port %d: want 0 to 65535", *port)
+	}
+	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
+
+	opts := []cloudtaskstest.Option{cloudtaskstest.WithLogger(log)}
+	if !*loopbackOnly {
+		opts = append(opts, cloudtaskstest.WithDispatchToAnyHost())
+	}
+	if *hardReset {
+		opts = append(opts, cloudtaskstest.WithHardResetOnPurge())
+	}
+	if ae := strings.TrimSpace(getenv("APP_ENGINE_EMULATOR_HOST")); ae != "" {
+		if !strings.Contains(ae, "://") {
+			ae = "http://" + ae
+		}
+		opts = append(opts, cloudtaskstest.WithAppEngineURL(ae))
+	}
+	var issuerPort string
+	if *issuer != "" {
+		u, err := url.Parse(*issuer)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			return fmt.Errorf("-openid-issuer %q: want an http(s) URL such as http://localhost:8980", *issuer)
+		}
+		issuerPort = u.Port()
+		if issuerPort == "" {
+			issuerPort = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		opts = append(opts, cloudtaskstest.WithOIDCIssuer(strings.TrimSuffix(*issuer, "/")))
+	}
+
+	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(*host, strconv.Itoa(*port)), opts...)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	for _, q := range queues {
+		if _, err := srv.CreateQueue(q); err != nil {
+			return fmt.Errorf("-queue %q: %w", q, err)
+		}
+	}
+
+	if issuerPort != "" {
+		lis, err := net.Listen("tcp", net.JoinHostPort(*host, issuerPort))
+		if err != nil {
+			return fmt.Errorf("-openid-issuer: serve discovery: %w", err)
+		}
+		hs := &http.Server{Handler: srv.OpenIDHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(lis) }()
+		defer hs.Close()
+		log.Info("serving OpenID discovery", "issuer", *issuer, "addr", lis.Addr().String())
+	}
+
+	log.Info("listening", "addr", srv.Addr, "queues", len(queues))
+	<-ctx.Done()
+	log.Info("shutting down")
+	return nil
+}

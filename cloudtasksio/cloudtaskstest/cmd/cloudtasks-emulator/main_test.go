@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+const queue = "projects/dev/locations/here/queues/orders"
+
+// logLines collects the emulator's log and reports when a line matches.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+	added chan struct{}
+}
+
+func newLogLines(r io.Reader) *logLines {
+	l := &logLines{added: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			l.mu.Lock()
+			l.lines = append(l.lines, sc.Text())
+			l.mu.Unlock()
+			select {
+			case l.added <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return l
+}
+
+// wait returns the first submatch of re in the log, waiting up to 30s.
+func (l *logLines) wait(t *testing.T, re *regexp.Regexp) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		l.mu.Lock()
+		for _, line := range l.lines {
+			if m := re.FindStringSubmatch(line); m != nil {
+				l.mu.Unlock()
+				if len(m) > 1 {
+					return m[1]
+				}
+				return m[0]
+			}
+		}
+		all := strings.Join(l.lines, "\n")
+		l.mu.Unlock()
+		select {
+		case <-l.added:
+		case <-deadline:
+			t.Fatalf("no log line matching %s in:\n%s", re, all)
+		}
+	}
+}
+
+var listening = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+func dial(t *testing.T, addr string) *cloudtasks.Client {
+	t.Helper()
+	c, err := cloudtasks.NewClient(context.Background(), option.WithEndpoint(addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// startRun runs the emulator in-process and returns its address and log.
+func startRun(t *testing.T, env map[string]string, args ...string) (string, *logLines) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	logs := newLogLines(pr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, func(k string) string { return env[k] }, pw) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+		_ = pw.Close()
+	})
+	return logs.wait(t, listening), logs
+}
+
+// recordingTarget is a loopback handler that forwards each request.
+func recordingTarget(t *testing.T) (*httptest.Server, <-chan *http.Request) {
+	t.Helper()
+	ch := make(chan *http.Request, 10)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		ch <- r
+	}))
+	t.Cleanup(ts.Close)
+	return ts, ch
+}
+
+func receive(t *testing.T, ch <-chan *http.Request) *http.Request {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(30 * time.Second):
+		t.Fatal("no dispatch arrived")
+		return nil
+	}
+}
+
+func TestEmulatorServesInitialQueuesAndDispatches(t *testing.T) {
+	addr, logs := startRun(t, nil, "-port", "0", "-queue", queue, "-initial-queue", queue+"-2")
+	client := dial(t, addr)
+	ts, got := recordingTarget(t)
+
+	for _, q := range []string{queue, queue + "-2"} {
+		got, err := client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
+		require.NoError(t, err)
+		assert.Equal(t, cloudtaskspb.Queue_RUNNING, got.GetState())
+	}
+	logs.wait(t, regexp.MustCompile(`msg="queue created" queue=`+regexp.QuoteMeta(queue)+` `))
+
+	_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: ts.URL + "/hook", Body: []byte("hello"),
+		}},
+	}})
+	require.NoError(t, err)
+	r := receive(t, got)
+	body, _ := io.ReadAll(r.Body)
+	assert.Equal(t, "hello", string(body))
+	assert.Equal(t, "orders", r.Header.Get("X-CloudTasks-QueueName"))
+	logs.wait(t, regexp.MustCompile(`msg=dispatch queue=orders .*result=200 outcome=done`))
+}
+
+func TestEmulatorSendsAppEngineTasksToTheEnvironmentHost(t *testing.T) {
+	ts, got := recordingTarget(t)
+	addr, _ := startRun(t, map[string]string{"APP_ENGINE_EMULATOR_HOST": strings.TrimPrefix(ts.URL, "http://")}, "-port", "0", "-queue", queue)
+	client := dial(t, addr)
+	_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_AppEngineHttpRequest{AppEngineHttpRequest: &cloudtaskspb.AppEngineHttpRequest{
+			RelativeUri: "/worker/run", AppEngineRouting: &cloudtaskspb.AppEngineRouting{Service: "worker"},
+		}},
+	}})
+	require.NoError(t, err)
+	r := receive(t, got)
+	assert.Equal(t, "/worker/run", r.URL.Path)
+	assert.Equal(t, "worker."+strings.TrimPrefix(ts.URL, "http://"), r.Host)
+	assert.Equal(t, "orders", r.Header.Get("X-AppEngine-QueueName"))
+}
+
+func TestEmulatorServesOpenIDDiscoveryOnTheIssuerPort(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	issuer := "http://" + lis.Addr().String()
+	require.NoError(t, lis.Close())
+	addr, _ := startRun(t, nil, "-port", "0", "-queue", queue, "-openid-issuer", issuer)
+	client := dial(t, addr)
+	ts, got := recordingTarget(t)
+
+	resp, err := http.Get(issuer + "/.well-known/openid-configuration")
+	require.NoError(t, err)
+	var disco map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&disco))
+	_ = resp.Body.Close()
+	assert.Equal(t, issuer, disco["issuer"])
+
+	_, err = client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: ts.URL, AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{ServiceAccountEmail: "sa@dev.iam.gserviceaccount.com"}},
+		}},
+	}})
+	require.NoError(t, err)
+	authz := receive(t, got).Header.Get("Authorization")
+	require.True(t, strings.HasPrefix(authz, "Bearer "))
+	parts := strings.Split(strings.TrimPrefix(authz, "Bearer "), ".")
+	require.Len(t, parts, 3)
+	assert.Contains(t, decodeSegment(t, parts[1]), `"iss":"`+issuer+`"`)
+}
+
+func decodeSegment(t *testing.T, s string) string {
+	t.Helper()
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	require.NoError(t, err)
+	return string(b)
+}
+
+func TestEmulatorRejectsBadFlags(t *testing.T) {
+	cases := map[string][]string{
+		"unknown flag":   {"-nope"},
+		"bad queue":      {"-port", "0", "-queue", "projects/p/queues/q"},
+		"bad log level":  {"-log-level", "loud"},
+		"bad issuer":     {"-openid-issuer", "localhost"},
+		"port too large": {"-port", "70000"},
+		"stray argument": {"-port", "0", "extra"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), args, func(string) string { return "" }, &out)
+			require.Error(t, err)
+		})
+	}
+}
+
+// TestBuiltEmulatorBinary builds the command and runs it as a separate
+// process, the way a user of another language would.
+func TestBuiltEmulatorBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a binary")
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "cloudtasks-emulator")
+	build := exec.Command(goTool, "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+
+	cmd := exec.Command(bin, "-host", "127.0.0.1", "-port", "0", "-queue", queue)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-exited:
+			assert.NoError(t, err, "exits cleanly on SIGINT")
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Error("did not stop on SIGINT")
+		}
+	}()
+	logs := newLogLines(stderr)
+	addr := logs.wait(t, listening)
+
+	client := dial(t, addr)
+	ts, got := recordingTarget(t)
+	_, err = client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		Name: queue + "/tasks/first",
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: ts.URL + "/orders", HttpMethod: cloudtaskspb.HttpMethod_PUT, Body: []byte(`{"id":1}`),
+		}},
+	}})
+	require.NoError(t, err)
+	r := receive(t, got)
+	assert.Equal(t, "PUT", r.Method)
+	assert.Equal(t, "first", r.Header.Get("X-CloudTasks-TaskName"))
+	logs.wait(t, regexp.MustCompile(`msg=dispatch queue=orders task=first`))
+}

@@ -1,0 +1,269 @@
+package cloudtaskstest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+)
+
+// Headers and agents the service sets on dispatched requests.
+const (
+	httpUserAgent      = "Google-Cloud-Tasks"
+	appEngineUserAgent = "AppEngine-Google; (+http://code.google.com/appengine)"
+)
+
+// outgoing is one attempt, copied out of the store under its mutex so that
+// it can be sent without holding it.
+type outgoing struct {
+	queue, task string // full names
+	method      string
+	url         string
+	logURL      string // scheme, host and path only: queries can carry secrets
+	host        string // Host header, when it differs from the URL's host
+	header      http.Header
+	body        []byte
+	deadline    time.Duration
+	oidc        *cloudtaskspb.OidcToken
+	oauth       *cloudtaskspb.OAuthToken
+}
+
+// outgoing builds the request for the next attempt of e. mu must be held;
+// begin has already counted the attempt.
+func (d *dispatcher) outgoing(qs *queueState, e *taskEntry) *outgoing {
+	t := e.t
+	out := &outgoing{queue: qs.q.GetName(), task: t.GetName(), header: http.Header{}, deadline: DefaultDispatchDeadline}
+	if dd := t.GetDispatchDeadline(); dd != nil && dd.AsDuration() > 0 {
+		out.deadline = dd.AsDuration()
+	}
+	// Values of the X-CloudTasks-* / X-AppEngine-* headers.
+	meta := [][2]string{
+		{"QueueName", shortID(qs.q.GetName())},
+		{"TaskName", shortID(t.GetName())},
+		{"TaskRetryCount", strconv.Itoa(int(t.GetDispatchCount() - 1))},
+		{"TaskExecutionCount", strconv.Itoa(int(e.executions))},
+		{"TaskETA", eta(t.GetScheduleTime().AsTime())},
+	}
+	if e.prevResponse > 0 {
+		meta = append(meta, [2]string{"TaskPreviousResponse", strconv.Itoa(e.prevResponse)})
+	}
+	if e.retryReason != "" {
+		meta = append(meta, [2]string{"TaskRetryReason", e.retryReason})
+	}
+
+	switch mt := t.GetMessageType().(type) {
+	case *cloudtaskspb.Task_HttpRequest:
+		r := mt.HttpRequest
+		out.method = effectiveMethod(r.GetHttpMethod()).String()
+		out.url = r.GetUrl()
+		out.body = r.GetBody()
+		copyHeaders(out.header, r.GetHeaders(), r.GetAuthorizationHeader() != nil)
+		out.header.Set("User-Agent", httpUserAgent)
+		for _, m := range meta {
+			out.header.Set("X-CloudTasks-"+m[0], m[1])
+		}
+		out.oidc = r.GetOidcToken()
+		out.oauth = r.GetOauthToken()
+	case *cloudtaskspb.Task_AppEngineHttpRequest:
+		r := mt.AppEngineHttpRequest
+		out.method = effectiveMethod(r.GetHttpMethod()).String()
+		uri := r.GetRelativeUri()
+		if uri == "" {
+			uri = "/"
+		}
+		out.url = strings.TrimSuffix(d.appEngine.String(), "/") + uri
+		routing := r.GetAppEngineRouting()
+		if o := qs.q.GetAppEngineRoutingOverride(); o != nil {
+			routing = o
+		}
+		out.host = routingHost(routing, d.appEngine.Host)
+		out.body = r.GetBody()
+		copyHeaders(out.header, r.GetHeaders(), false)
+		if len(out.body) > 0 && out.header.Get("Content-Type") == "" {
+			out.header.Set("Content-Type", "application/octet-stream")
+		}
+		out.header.Set("User-Agent", appEngineUserAgent)
+		for _, m := range meta {
+			out.header.Set("X-AppEngine-"+m[0], m[1])
+		}
+	}
+	if u, err := url.Parse(out.url); err == nil {
+		out.logURL = (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+	}
+	return out
+}
+
+// copyHeaders copies the task's headers, leaving out the ones the service
+// computes or reserves (and Authorization when a token replaces it).
+func copyHeaders(dst http.Header, src map[string]string, tokenSet bool) {
+	for k, v := range src {
+		lk := strings.ToLower(k)
+		switch {
+		case lk == "host", lk == "content-length", lk == "user-agent",
+			strings.HasPrefix(lk, "x-cloudtasks-"), strings.HasPrefix(lk, "x-appengine-"), strings.HasPrefix(lk, "x-google-"),
+			tokenSet && lk == "authorization":
+			continue
+		}
+		dst.Set(k, v)
+	}
+}
+
+// routingHost is the Host an App Engine attempt carries: the routing's
+// instance, version and service (those set, in that order) prefixed to the
+// base URL's host, the way App Engine hostnames nest
+// ("v2.worker.127.0.0.1:8080"). With no routing it is the base host.
+func routingHost(r *cloudtaskspb.AppEngineRouting, base string) string {
+	var labels []string
+	for _, l := range []string{r.GetInstance(), r.GetVersion(), r.GetService()} {
+		if l != "" {
+			labels = append(labels, l)
+		}
+	}
+	if len(labels) == 0 {
+		return ""
+	}
+	return strings.Join(labels, ".") + "." + base
+}
+
+// eta formats a schedule time as the service does: seconds since the epoch
+// with a fractional part.
+func eta(t time.Time) string {
+	return fmt.Sprintf("%d.%06d", t.Unix(), t.Nanosecond()/1000)
+}
+
+// result is the outcome of one attempt.
+type result struct {
+	code     int   // HTTP status; 0 when no response arrived
+	err      error // why no response arrived
+	timedOut bool  // the dispatch deadline passed
+}
+
+func (r result) responded() bool { return r.code != 0 }
+func (r result) ok() bool        { return r.code >= 200 && r.code < 300 }
+
+func (r result) String() string {
+	switch {
+	case r.responded():
+		return strconv.Itoa(r.code)
+	case r.timedOut:
+		return "dispatch deadline exceeded"
+	case r.err != nil:
+		return r.err.Error()
+	}
+	return "no response"
+}
+
+func (r result) reason() string {
+	switch {
+	case r.responded():
+		return "HTTP " + strconv.Itoa(r.code)
+	case r.timedOut:
+		return "DEADLINE_EXCEEDED"
+	}
+	return "UNAVAILABLE"
+}
+
+// rpcStatus maps the attempt's outcome to the status recorded in
+// Attempt.response_status.
+func (r result) rpcStatus() *rpcstatus.Status {
+	c := codes.Unavailable
+	switch {
+	case r.timedOut:
+		c = codes.DeadlineExceeded
+	case !r.responded():
+	case r.ok():
+		c = codes.OK
+	case r.code == 400:
+		c = codes.InvalidArgument
+	case r.code == 401:
+		c = codes.Unauthenticated
+	case r.code == 403:
+		c = codes.PermissionDenied
+	case r.code == 404:
+		c = codes.NotFound
+	case r.code == 409:
+		c = codes.Aborted
+	case r.code == 429:
+		c = codes.ResourceExhausted
+	case r.code == 501:
+		c = codes.Unimplemented
+	case r.code == 503:
+		c = codes.Unavailable
+	case r.code == 504:
+		c = codes.DeadlineExceeded
+	case r.code >= 500:
+		c = codes.Internal
+	default:
+		c = codes.FailedPrecondition
+	}
+	return &rpcstatus.Status{Code: int32(c), Message: r.String()}
+}
+
+var errNotLoopback = errors.New("cloudtaskstest: only loopback targets are reachable (see WithDispatchToAnyHost)")
+
+// isLoopback reports whether host names this machine without a DNS lookup.
+func isLoopback(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// send performs one attempt.
+func (d *dispatcher) send(out *outgoing) result {
+	u, err := url.Parse(out.url)
+	if err != nil {
+		return result{err: err}
+	}
+	if !d.anyHost && !isLoopback(u.Hostname()) {
+		d.warn("dispatch refused for a host that is not loopback: " + u.Hostname())
+		return result{err: errNotLoopback}
+	}
+	ctx, cancel := context.WithTimeout(d.ctx, out.deadline)
+	defer cancel()
+	var body io.Reader = http.NoBody
+	if len(out.body) > 0 {
+		body = bytes.NewReader(out.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, out.method, out.url, body)
+	if err != nil {
+		return result{err: err}
+	}
+	req.Header = out.header
+	if out.host != "" {
+		req.Host = out.host
+	}
+	switch {
+	case out.oidc != nil:
+		aud := out.oidc.GetAudience()
+		if aud == "" {
+			aud = out.url
+		}
+		tok, err := d.auth.oidcToken(out.oidc.GetServiceAccountEmail(), aud)
+		if err != nil {
+			return result{err: err}
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+	case out.oauth != nil:
+		req.Header.Set("Authorization", "Bearer "+d.auth.oauthToken(out.oauth.GetServiceAccountEmail(), out.oauth.GetScope()))
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return result{err: err, timedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_ = resp.Body.Close()
+	return result{code: resp.StatusCode}
+}
