@@ -1,13 +1,378 @@
 package cloudtasksio
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
+	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
+
+// Exactly-once creation runs in two steps around a Reshuffle. The stage step fixes each
+// element's identity: it builds the task, names it (TaskID(key) or a random id), and records
+// when that happened and the deadline by which the task must be created. The runner
+// checkpoints the staged envelopes at the Reshuffle, so a retried create bundle re-sends the
+// very same named tasks, and Cloud Tasks answers ALREADY_EXISTS for those it already has, as
+// long as it still remembers their names. The deadline keeps every send inside that memory:
+// origin + NameRetention - ClockSkewAllowance - RequestTimeout.
+
+func init() {
+	register.DoFn3x1[context.Context, beam.X, func(stagedTask), error](&stageFn{})
+	register.Emitter1[stagedTask]()
+	register.DoFn3x1[context.Context, stagedTask, func(beam.EventTime, deadletter.FailedElement), error](&stagedCreateFn{})
+	beam.RegisterType(reflect.TypeOf((*stagedTask)(nil)).Elem())
+}
+
+// maxStagedTaskBytes is the largest named task, in wire bytes, the stage step accepts.
+const maxStagedTaskBytes = 100_000
+
+// stagedTask is the envelope the stage step emits: everything the create step needs, fixed
+// before the Reshuffle. Times are Unix nanoseconds.
+type stagedTask struct {
+	Queue    string
+	Origin   int64
+	Deadline int64
+	Task     []byte
+}
+
+func writeExactlyOnce(s beam.Scope, spec *sinkSpec, col beam.PCollection) (beam.PCollection, error) {
+	staged, err := beam.TryParDo(s.Scope("stage"), &stageFn{Spec: spec}, col)
+	if err != nil {
+		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
+	}
+	shuffled := beam.Reshuffle(s, staged[0])
+	out, err := beam.TryParDo(s.Scope("create"), &stagedCreateFn{Spec: spec}, shuffled)
+	if err != nil {
+		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
+	}
+	return out[0], nil
+}
+
+// stageFn builds, names and stamps each element's task.
+type stageFn struct {
+	Spec *sinkSpec
+
+	builders elementBuilders
+	skipped  beam.Counter
+	now      func() time.Time
+}
+
+func (f *stageFn) Setup() {
+	f.builders.spec = f.Spec
+	f.skipped = beam.NewCounter(metricsNamespace, "recordsSkipped")
+	if f.now == nil {
+		f.now = time.Now
+	}
+}
+
+func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(stagedTask)) error {
+	env, err := f.stage(elem)
+	if err != nil {
+		return err
+	}
+	if env == nil {
+		f.skipped.Inc(ctx, 1)
+		return nil
+	}
+	emit(*env)
+	return nil
+}
+
+// stage returns the envelope for elem, or nil when the element is skipped. In exactly-once
+// mode every failure fails the bundle.
+func (f *stageFn) stage(elem any) (*stagedTask, error) {
+	queue := f.Spec.Queue
+	b, err := f.builders.forElement(elem)
+	if err != nil {
+		return nil, err
+	}
+	task, md, err := b.build(elem)
+	if err == nil && task != nil {
+		var key string
+		var named bool
+		if key, named, err = b.key(elem, md, task); err == nil {
+			if named {
+				task.Name = taskName(queue, key)
+			} else {
+				task.Name = queue.Path() + "/tasks/" + randomTaskID()
+			}
+		}
+	}
+	var ef *elementFailure
+	if errors.As(err, &ef) {
+		return nil, fmt.Errorf("cloudtasksio: exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedText(ef.err.Error(), maxErrorText))
+	}
+	if err != nil || task == nil {
+		return nil, err
+	}
+	size := proto.Size(task)
+	if size < 1 || size > maxStagedTaskBytes {
+		return nil, fmt.Errorf("cloudtasksio: exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
+	}
+	data, err := proto.Marshal(task)
+	if err != nil {
+		return nil, fmt.Errorf("cloudtasksio: exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
+	}
+	origin := f.now()
+	return &stagedTask{
+		Queue:    queue.Path(),
+		Origin:   origin.UnixNano(),
+		Deadline: origin.Add(f.Spec.Staged.creationWindow()).UnixNano(),
+		Task:     data,
+	}, nil
+}
+
+// randomTaskID returns 128 random bits as 32 lowercase hex characters.
+func randomTaskID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// stagedCreateFn creates staged tasks. Every failure fails the bundle; an expired envelope is
+// decided by StagedOptions.ExpiredEnvelopePolicy.
+type stagedCreateFn struct {
+	Spec *sinkSpec
+
+	metrics *sinkMetrics
+	expired map[ExpiredEnvelopePolicy]beam.Counter
+	age     beam.Distribution // stagedTaskAgeMillis: origin to create, per envelope
+	budget  beam.Distribution // stagedTaskRemainingMillis: time left before the deadline
+	engine  *engine.Engine
+	failure error
+
+	// creator and retention are the Cloud Tasks client's create call and queue reader; set
+	// from the shared clients in StartBundle unless a test has set them.
+	creator   engine.Creator
+	retention retentionReader
+}
+
+// stagedCreate is what the create step remembers about a request the engine owns.
+type stagedCreate struct {
+	bytes          int
+	assumedCreated bool
+	sentAnyway     bool
+}
+
+func (f *stagedCreateFn) Setup() {
+	f.metrics = newSinkMetrics(f.Spec.Writer.PerDestinationMetrics)
+	f.expired = map[ExpiredEnvelopePolicy]beam.Counter{
+		ExpiredFail:          beam.NewCounter(metricsNamespace, "expiredEnvelopesFailed"),
+		ExpiredAssumeCreated: beam.NewCounter(metricsNamespace, "expiredEnvelopesAssumedCreated"),
+		ExpiredCreateAnyway:  beam.NewCounter(metricsNamespace, "expiredEnvelopesCreatedAnyway"),
+		ExpiredDrop:          beam.NewCounter(metricsNamespace, "expiredEnvelopesDropped"),
+	}
+	f.age = beam.NewDistribution(metricsNamespace, "stagedTaskAgeMillis")
+	f.budget = beam.NewDistribution(metricsNamespace, "stagedTaskRemainingMillis")
+}
+
+func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	if f.creator == nil {
+		client, err := sharedClient(f.Spec.Client)
+		if err != nil {
+			return err
+		}
+		f.creator = clientCreator(client)
+	}
+	if f.retention == nil && f.Spec.Staged.VerifyQueueRetention {
+		f.retention = betaQueueReader{spec: f.Spec.Client}
+	}
+	opts := engineOptions(f.Spec.Writer)
+	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
+	f.engine = engine.New(f.creator, opts, f)
+	f.failure = nil
+	return nil
+}
+
+func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	if err := f.bundleErr(); err != nil {
+		return err
+	}
+	if f.Spec.Staged.VerifyQueueRetention {
+		if err := verifyRetention(ctx, f.retention, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
+			return err
+		}
+	}
+	task := new(cloudtaskspb.Task)
+	if err := proto.Unmarshal(env.Task, task); err != nil {
+		return fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue)
+	}
+	now, deadline := time.Now(), time.Unix(0, env.Deadline)
+	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
+	f.budget.Update(ctx, deadline.Sub(now).Milliseconds())
+	err := f.engine.Submit(ctx, &engine.Request{
+		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
+		Deadline: deadline,
+		Tag:      &stagedCreate{bytes: len(env.Task)},
+	})
+	f.metrics.gauges(ctx, f.engine)
+	if err != nil {
+		return err
+	}
+	return f.bundleErr()
+}
+
+func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	err := f.engine.Flush(ctx)
+	f.metrics.gauges(ctx, f.engine)
+	if err != nil {
+		return err
+	}
+	return f.bundleErr()
+}
+
+func (f *stagedCreateFn) bundleErr() error {
+	if err := f.engine.Err(); err != nil {
+		return err
+	}
+	return f.failure
+}
+
+func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
+	c := r.Tag.(*stagedCreate)
+	if c.assumedCreated {
+		return // counted by expiredEnvelopesAssumedCreated: nothing was sent
+	}
+	f.metrics.created(ctx, r.Create.GetParent(), c.bytes, deduplicated)
+}
+
+func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) {
+	f.metrics.failed(ctx, r.Create.GetParent())
+	if f.failure == nil {
+		f.failure = fmt.Errorf("cloudtasksio: exactly-once: %w", err)
+	}
+}
+
+func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
+	f.metrics.attemptFailed(ctx, code)
+}
+
+// Expired applies the expired-envelope policy. Each envelope is counted once, however many
+// times its retries find the deadline passed.
+func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request) (engine.ExpiredAction, error) {
+	c := r.Tag.(*stagedCreate)
+	policy := f.Spec.Staged.ExpiredEnvelopePolicy
+	if !c.sentAnyway {
+		f.expired[policy].Inc(ctx, 1)
+	}
+	switch policy {
+	case ExpiredAssumeCreated:
+		c.assumedCreated = true
+		return engine.ExpiredAssumeCreated, nil
+	case ExpiredCreateAnyway:
+		c.sentAnyway = true
+		return engine.ExpiredSend, nil
+	case ExpiredDrop:
+		return engine.ExpiredDrop, nil
+	}
+	return engine.ExpiredFail, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
+		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see docs/exactly-once.md)",
+		r.Create.GetParent(), time.Unix(0, r.Deadline.UnixNano()).UTC().Format(time.RFC3339), r.Attempts())
+}
+
+// retentionReader reads how long a queue remembers the names of deleted or executed tasks.
+// ok is false when the queue does not report it (the service default of 1h applies).
+type retentionReader interface {
+	tombstoneTTL(ctx context.Context, queue string) (ttl time.Duration, ok bool, err error)
+}
+
+// betaQueueReader reads tombstone_ttl through the v2beta3 API: the v2 Queue lacks the field.
+type betaQueueReader struct{ spec clientSpec }
+
+func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.Duration, bool, error) {
+	client, err := sharedBetaClient(r.spec)
+	if err != nil {
+		return 0, false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	q, err := client.GetQueue(ctx, &betapb.GetQueueRequest{Name: queue})
+	if err != nil {
+		return 0, false, err
+	}
+	if q.GetTombstoneTtl() == nil {
+		return 0, false, nil
+	}
+	return q.GetTombstoneTtl().AsDuration(), true, nil
+}
+
+var (
+	betaClientsMu sync.Mutex
+	betaClients   = map[clientSpec]*cloudtasksbeta.Client{}
+
+	// verified holds the queues whose retention this process has checked, per client
+	// setting and required retention.
+	verified sync.Map // retentionKey -> struct{}
+)
+
+type retentionKey struct {
+	client    clientSpec
+	queue     string
+	retention time.Duration
+}
+
+func sharedBetaClient(spec clientSpec) (*cloudtasksbeta.Client, error) {
+	betaClientsMu.Lock()
+	defer betaClientsMu.Unlock()
+	if c, ok := betaClients[spec]; ok {
+		return c, nil
+	}
+	opts, err := spec.options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cloudtasksbeta.NewClient(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("cloudtasksio: creating the Cloud Tasks v2beta3 client: %w", err)
+	}
+	betaClients[spec] = c
+	return c, nil
+}
+
+// defaultTombstoneTTL is the name retention of a queue that does not report one.
+const defaultTombstoneTTL = time.Hour
+
+// verifyRetention checks once per process, client setting and queue that the queue remembers
+// task names at least as long as the staged options assume. A server that does not implement
+// the v2beta3 API (an emulator) skips the check with one log line.
+func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, queue string, want time.Duration) error {
+	key := retentionKey{client: spec, queue: queue, retention: want}
+	if _, ok := verified.Load(key); ok {
+		return nil
+	}
+	ttl, ok, err := r.tombstoneTTL(ctx, queue)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
+	case err != nil:
+		return fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s; grant cloudtasks.queues.get or set StagedOptions.VerifyQueueRetention to false",
+			queue, engine.OutermostCode(err))
+	case !ok && defaultTombstoneTTL < want:
+		return fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
+			queue, defaultTombstoneTTL, want)
+	case ok && ttl < want:
+		return fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
+			queue, ttl, want)
+	}
+	verified.Store(key, struct{}{})
+	return nil
+}
 
 // compileDelivery checks the delivery guarantee and the staged options.
 func compileDelivery(cfg Config, spec *sinkSpec) error {
@@ -65,8 +430,4 @@ func (o StagedOptions) creationWindow() time.Duration {
 		return -1
 	}
 	return w.Truncate(time.Millisecond)
-}
-
-func writeExactlyOnce(s beam.Scope, spec *sinkSpec, elem reflect.Type, col beam.PCollection) (beam.PCollection, error) {
-	return beam.PCollection{}, errors.New("cloudtasksio: ExactlyOnce is not available yet")
 }

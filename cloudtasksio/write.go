@@ -53,7 +53,7 @@ func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection,
 	}
 	s = s.Scope("cloudtasksio.Write")
 	if spec.Delivery == ExactlyOnce {
-		return writeExactlyOnce(s, spec, elem, col)
+		return writeExactlyOnce(s, spec, col)
 	}
 	out, err := beam.TryParDo(s, &writeFn{Spec: spec}, col)
 	if err != nil {

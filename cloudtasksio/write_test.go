@@ -362,3 +362,27 @@ func TestANamedTaskFromTheSerializerFailsTheBundle(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "named task")
 }
+
+func TestExactlyOnceCreatesEveryElementsTask(t *testing.T) {
+	srv := newServer(t)
+	srv.SetTombstoneTTL(testQueue.Path(), 2*time.Hour)
+	cfg := httpConfig(srv)
+	cfg.Delivery = cloudtasksio.ExactlyOnce
+	const n = 250
+	counters, err := run(t, cfg, orders(n), func(s beam.Scope, dl beam.PCollection) { passert.Empty(s, dl) })
+	require.NoError(t, err)
+	tasks := srv.Tasks(testQueue.Path())
+	require.Len(t, tasks, n)
+	for _, task := range tasks {
+		assert.Regexp(t, `/tasks/[0-9a-f]{32}$`, task.GetName(), "unkeyed tasks get random 128-bit ids")
+	}
+	assert.Equal(t, int64(n), counters["numRecordsSend"])
+
+	// With a task-id key, running the pipeline again creates nothing new.
+	_, err = run(t, cfg, keyedOrders(n))
+	require.NoError(t, err)
+	counters, err = run(t, cfg, keyedOrders(n))
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(testQueue.Path()), 2*n)
+	assert.Equal(t, int64(n), counters["tasksDeduplicated"])
+}

@@ -1,0 +1,412 @@
+package cloudtasksio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// eoOrder is the element type of the exactly-once unit tests.
+type eoOrder struct {
+	ID   string `json:"id"`
+	Note string `json:"note,omitempty"`
+	Key  string `cloudtasks:"task-id"`
+}
+
+type eoPlainOrder struct {
+	ID string `json:"id"`
+}
+
+// eoSpec compiles an exactly-once config for queue name q.
+func eoSpec(t *testing.T, q string, elem any, staged StagedOptions) *sinkSpec {
+	t.Helper()
+	cfg := Config{Queue: Queue{Project: "p", Location: "l", Name: q}, Delivery: ExactlyOnce, Staged: &staged,
+		HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}, EmulatorEndpoint: "127.0.0.1:1"}
+	spec, err := compile(cfg, typeOf(elem))
+	require.NoError(t, err)
+	return spec
+}
+
+// metricsContext returns a context that records Beam metrics, and a reader for its counters.
+func metricsContext() (context.Context, func() map[string]int64) {
+	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "bundle"), "transform")
+	return ctx, func() map[string]int64 {
+		out := map[string]int64{}
+		_ = metrics.Extractor{SumInt64: func(l metrics.Labels, v int64) { out[l.Name()] += v }}.ExtractFrom(metrics.GetStore(ctx))
+		return out
+	}
+}
+
+// fakeCreator answers CreateTask from a script, then succeeds; it records each call's time
+// and deadline.
+type fakeCreator struct {
+	mu        sync.Mutex
+	script    []error
+	calls     []time.Time
+	deadlines []time.Time
+	created   map[string]bool
+}
+
+func (c *fakeCreator) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls = append(c.calls, time.Now())
+	dl, _ := ctx.Deadline()
+	c.deadlines = append(c.deadlines, dl)
+	if len(c.script) > 0 {
+		err := c.script[0]
+		c.script = c.script[1:]
+		if err != nil {
+			return nil, err
+		}
+	}
+	if c.created == nil {
+		c.created = map[string]bool{}
+	}
+	if c.created[req.GetTask().GetName()] {
+		return nil, status.Error(codes.AlreadyExists, "exists")
+	}
+	c.created[req.GetTask().GetName()] = true
+	return req.GetTask(), nil
+}
+
+func (c *fakeCreator) callCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.calls)
+}
+
+// stageAll stages elems with a fresh stage DoFn.
+func stageAll(t *testing.T, spec *sinkSpec, elems ...any) []stagedTask {
+	t.Helper()
+	f := &stageFn{Spec: spec}
+	f.Setup()
+	var out []stagedTask
+	for _, e := range elems {
+		env, err := f.stage(e)
+		require.NoError(t, err)
+		require.NotNil(t, env)
+		out = append(out, *env)
+	}
+	return out
+}
+
+// createAll runs one create bundle over envs and returns its error.
+func createAll(ctx context.Context, f *stagedCreateFn, envs []stagedTask) error {
+	if err := f.StartBundle(ctx, nil); err != nil {
+		return err
+	}
+	for _, env := range envs {
+		if err := f.ProcessElement(ctx, env, nil); err != nil {
+			return err
+		}
+	}
+	return f.FinishBundle(ctx, nil)
+}
+
+func TestStagedDeadlineIsOriginPlusTheCreationWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		for _, c := range []struct {
+			staged StagedOptions
+			window time.Duration
+		}{
+			{DefaultStagedOptions(), 54*time.Minute + 40*time.Second},
+			{StagedOptions{NameRetention: 10 * time.Minute, RequestTimeout: time.Second}, 9*time.Minute + 59*time.Second},
+			{StagedOptions{NameRetention: 2*time.Second + 1500*time.Microsecond, ClockSkewAllowance: time.Second, RequestTimeout: time.Second}, time.Millisecond},
+		} {
+			envs := stageAll(t, eoSpec(t, "q", eoOrder{}, c.staged), eoOrder{ID: "1", Key: "k1"})
+			assert.Equal(t, start.UnixNano(), envs[0].Origin)
+			assert.Equal(t, start.Add(c.window).UnixNano(), envs[0].Deadline, "%+v", c.staged)
+		}
+	})
+}
+
+func TestStagedOptionsValidation(t *testing.T) {
+	for _, c := range []struct {
+		o    StagedOptions
+		want string
+	}{
+		{StagedOptions{NameRetention: 0, RequestTimeout: time.Second}, "NameRetention"},
+		{StagedOptions{NameRetention: time.Hour, RequestTimeout: -time.Second}, "RequestTimeout"},
+		{StagedOptions{NameRetention: time.Hour, RequestTimeout: time.Second, ClockSkewAllowance: -1}, "ClockSkewAllowance"},
+		{StagedOptions{NameRetention: time.Hour, RequestTimeout: time.Hour}, "less than 1ms"},
+		{StagedOptions{NameRetention: 2 * time.Second, ClockSkewAllowance: time.Second, RequestTimeout: time.Second - time.Microsecond}, "less than 1ms"},
+		{StagedOptions{NameRetention: time.Hour, RequestTimeout: time.Second, ExpiredEnvelopePolicy: 9}, "ExpiredEnvelopePolicy"},
+	} {
+		err := c.o.validate()
+		require.Error(t, err, "%+v", c.o)
+		assert.Contains(t, err.Error(), c.want)
+	}
+	assert.NoError(t, DefaultStagedOptions().validate())
+	assert.NoError(t, StagedOptions{NameRetention: time.Minute, RequestTimeout: time.Second}.validate(), "zero clock skew is allowed")
+}
+
+func TestStageNamesEveryTask(t *testing.T) {
+	spec := eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())
+	envs := stageAll(t, spec, eoOrder{ID: "1", Key: "order-1"})
+	task := new(cloudtaskspb.Task)
+	require.NoError(t, proto.Unmarshal(envs[0].Task, task))
+	assert.Equal(t, "projects/p/locations/l/queues/q/tasks/"+TaskID("order-1"), task.GetName())
+	assert.Equal(t, `{"id":"1"}`, string(task.GetHttpRequest().GetBody()))
+
+	plain := eoSpec(t, "q", eoPlainOrder{}, DefaultStagedOptions())
+	envs = stageAll(t, plain, eoPlainOrder{ID: "1"}, eoPlainOrder{ID: "1"})
+	names := map[string]bool{}
+	for _, env := range envs {
+		require.NoError(t, proto.Unmarshal(env.Task, task))
+		id := strings.TrimPrefix(task.GetName(), "projects/p/locations/l/queues/q/tasks/")
+		assert.Regexp(t, `^[0-9a-f]{32}$`, id, "a random 128-bit id")
+		names[id] = true
+	}
+	assert.Len(t, names, 2, "two accepted copies of one element stay two tasks without a key")
+}
+
+func TestStageRejectsATaskOverTheSizeLimit(t *testing.T) {
+	spec := eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())
+	f := &stageFn{Spec: spec}
+	f.Setup()
+	_, err := f.stage(eoOrder{ID: "1", Key: "k", Note: strings.Repeat("n", 100_000)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the limit is 100000")
+	assert.NotContains(t, err.Error(), "nnnn", "no payload in errors")
+}
+
+// expiredEnvelope stages one element whose deadline has already passed.
+func expiredEnvelope(t *testing.T, spec *sinkSpec, key string) []stagedTask {
+	envs := stageAll(t, spec, eoOrder{ID: key, Key: key})
+	envs[0].Deadline = time.Now().Add(-time.Millisecond).UnixNano()
+	return envs
+}
+
+func TestExpiredEnvelopePolicies(t *testing.T) {
+	for _, c := range []struct {
+		policy    ExpiredEnvelopePolicy
+		counter   string
+		sends     int
+		created   int64
+		wantError bool
+	}{
+		{ExpiredFail, "expiredEnvelopesFailed", 0, 0, true},
+		{ExpiredAssumeCreated, "expiredEnvelopesAssumedCreated", 0, 0, false},
+		{ExpiredCreateAnyway, "expiredEnvelopesCreatedAnyway", 1, 1, false},
+		{ExpiredDrop, "expiredEnvelopesDropped", 0, 0, false},
+	} {
+		t.Run(c.counter, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				staged := DefaultStagedOptions()
+				staged.VerifyQueueRetention = false
+				staged.ExpiredEnvelopePolicy = c.policy
+				spec := eoSpec(t, "q", eoOrder{}, staged)
+				creator := &fakeCreator{}
+				ctx, counters := metricsContext()
+				f := &stagedCreateFn{Spec: spec, creator: creator}
+				f.Setup()
+				err := createAll(ctx, f, expiredEnvelope(t, spec, "k"))
+				if c.wantError {
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "creation deadline")
+					assert.Contains(t, err.Error(), "projects/p/locations/l/queues/q")
+				} else {
+					require.NoError(t, err)
+				}
+				assert.Equal(t, c.sends, creator.callCount())
+				got := counters()
+				assert.Equal(t, int64(1), got[c.counter])
+				assert.Equal(t, c.created, got["numRecordsSend"])
+			})
+		})
+	}
+}
+
+func TestADeadlinePassingDuringRetriesIsCheckedBeforeTheResend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})
+		// The deadline falls inside the first backoff (100ms +-25%).
+		envs[0].Deadline = time.Now().Add(50 * time.Millisecond).UnixNano()
+		creator := &fakeCreator{script: []error{status.Error(codes.Unavailable, "down")}}
+		ctx, counters := metricsContext()
+		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f.Setup()
+		err := createAll(ctx, f, envs)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "creation deadline")
+		assert.Equal(t, 1, creator.callCount(), "the retry was not sent after the deadline")
+		assert.Equal(t, int64(1), counters()["expiredEnvelopesFailed"])
+		assert.Equal(t, int64(1), counters()["errorClass.UNAVAILABLE.errors"])
+	})
+}
+
+func TestCreateAnywayCountsAnEnvelopeOnceAcrossRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		staged.ExpiredEnvelopePolicy = ExpiredCreateAnyway
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		creator := &fakeCreator{script: []error{status.Error(codes.Unavailable, "down"), status.Error(codes.Unavailable, "down")}}
+		ctx, counters := metricsContext()
+		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f.Setup()
+		require.NoError(t, createAll(ctx, f, expiredEnvelope(t, spec, "k")))
+		assert.Equal(t, 3, creator.callCount())
+		assert.Equal(t, int64(1), counters()["expiredEnvelopesCreatedAnyway"])
+		assert.Equal(t, int64(1), counters()["numRecordsSend"])
+	})
+}
+
+func TestEachCreateIsBoundedByTheRequestTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		staged.RequestTimeout = 7 * time.Second
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		creator := &fakeCreator{}
+		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f.Setup()
+		start := time.Now()
+		require.NoError(t, createAll(context.Background(), f, stageAll(t, spec, eoOrder{ID: "1", Key: "k"})))
+		require.Len(t, creator.deadlines, 1)
+		assert.Equal(t, start.Add(7*time.Second), creator.deadlines[0])
+	})
+}
+
+// fakeRetention answers the retention preflight.
+type fakeRetention struct {
+	ttl   time.Duration
+	ok    bool
+	err   error
+	calls int
+}
+
+func (r *fakeRetention) tombstoneTTL(context.Context, string) (time.Duration, bool, error) {
+	r.calls++
+	return r.ttl, r.ok, r.err
+}
+
+func TestRetentionPreflight(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    fakeRetention
+		want time.Duration
+		err  string
+	}{
+		{"shorter", fakeRetention{ttl: 30 * time.Minute, ok: true}, time.Hour, "keeps task names for 30m0s (tombstone_ttl), shorter than StagedOptions.NameRetention 1h0m0s"},
+		{"equal", fakeRetention{ttl: time.Hour, ok: true}, time.Hour, ""},
+		{"absent means 1h", fakeRetention{}, time.Hour, ""},
+		{"absent is shorter than 2h", fakeRetention{}, 2 * time.Hour, "default 1h0m0s, shorter than StagedOptions.NameRetention 2h0m0s"},
+		{"unimplemented skips", fakeRetention{err: status.Error(codes.Unimplemented, "no v2beta3")}, time.Hour, ""},
+		{"permission denied", fakeRetention{err: status.Error(codes.PermissionDenied, "secret detail")}, time.Hour, "failed with PERMISSION_DENIED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			queue := "projects/p/locations/l/queues/" + strings.ReplaceAll(c.name, " ", "-")
+			err := verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want)
+			if c.err == "" {
+				require.NoError(t, err)
+				require.NoError(t, verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want))
+				assert.Equal(t, 1, c.r.calls, "checked once per process and queue")
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.err)
+			assert.NotContains(t, err.Error(), "secret detail", "only the status code is reported")
+			assert.Contains(t, err.Error(), queue)
+		})
+	}
+}
+
+// newStagedServer starts a storing-only server with queue q, remembering names for 2h.
+func newStagedServer(t *testing.T, q string) *cloudtaskstest.Server {
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	t.Cleanup(func() { srv.Close() })
+	_, err := srv.CreateQueue("projects/p/locations/l/queues/" + q)
+	require.NoError(t, err)
+	srv.SetTombstoneTTL("projects/p/locations/l/queues/"+q, 2*time.Hour)
+	return srv
+}
+
+func stagedSpecFor(t *testing.T, srv *cloudtaskstest.Server, q string, elem any) *sinkSpec {
+	spec := eoSpec(t, q, elem, DefaultStagedOptions())
+	spec.Client = clientSpec{EmulatorEndpoint: srv.Addr}
+	spec.Writer.RecoveryInitialBackoff, spec.Writer.RecoveryMaxBackoff = time.Millisecond, 5*time.Millisecond
+	return spec
+}
+
+func plainOrders(n int) []any {
+	out := make([]any, n)
+	for i := range out {
+		out[i] = eoPlainOrder{ID: fmt.Sprint(i)}
+	}
+	return out
+}
+
+func TestReplayingStagedEnvelopesCreatesEachTaskOnce(t *testing.T) {
+	srv := newStagedServer(t, "replay")
+	spec := stagedSpecFor(t, srv, "replay", eoPlainOrder{})
+	envs := stageAll(t, spec, plainOrders(100)...)
+	ctx, counters := metricsContext()
+
+	// A first attempt that got through half the bundle, with lost responses on the way.
+	srv.LoseResponses(5)
+	first := &stagedCreateFn{Spec: spec}
+	first.Setup()
+	require.NoError(t, createAll(ctx, first, envs[:50]))
+	require.Len(t, srv.Tasks("projects/p/locations/l/queues/replay"), 50)
+
+	// The runner retries the whole bundle from the checkpointed envelopes, twice.
+	for i := 0; i < 2; i++ {
+		retry := &stagedCreateFn{Spec: spec}
+		retry.Setup()
+		require.NoError(t, createAll(ctx, retry, envs))
+	}
+	assert.Len(t, srv.Tasks("projects/p/locations/l/queues/replay"), 100)
+	got := counters()
+	assert.Equal(t, int64(250), got["numRecordsSend"], "every envelope of every attempt counts as sent")
+	assert.Equal(t, int64(5+50+100), got["tasksDeduplicated"], "lost responses, then the replays")
+}
+
+func TestStagedCreateAFailureFailsTheBundleWithoutPayload(t *testing.T) {
+	srv := newStagedServer(t, "rejects")
+	srv.SetRejectFunc(func(*cloudtaskspb.CreateTaskRequest) error { return errors.New("bad task") })
+	spec := stagedSpecFor(t, srv, "rejects", eoOrder{})
+	f := &stagedCreateFn{Spec: spec}
+	f.Setup()
+	err := createAll(context.Background(), f, stageAll(t, spec, eoOrder{ID: "1", Key: "k", Note: "secret-note"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
+	assert.Contains(t, err.Error(), "projects/p/locations/l/queues/rejects")
+	assert.NotContains(t, err.Error(), "secret-note")
+}
+
+func TestStagedCreateVerifiesRetentionAgainstTheServer(t *testing.T) {
+	srv := newStagedServer(t, "short")
+	srv.SetTombstoneTTL("projects/p/locations/l/queues/short", 10*time.Minute)
+	spec := stagedSpecFor(t, srv, "short", eoOrder{})
+	f := &stagedCreateFn{Spec: spec}
+	f.Setup()
+	err := createAll(context.Background(), f, stageAll(t, spec, eoOrder{ID: "1", Key: "k"}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "10m0s")
+	assert.Empty(t, srv.Tasks("projects/p/locations/l/queues/short"), "nothing is created before the check passes")
+}
+
+func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }
