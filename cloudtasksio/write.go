@@ -131,7 +131,7 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 
 	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile, ChannelPoolSize: spec.Writer.ChannelPoolSize}
 	if cfg.EmulatorEndpoint != "" {
-		if _, _, err := parseEndpoint("Config.EmulatorEndpoint", cfg.EmulatorEndpoint); err != nil {
+		if err := checkEndpoint("Config.EmulatorEndpoint", cfg.EmulatorEndpoint); err != nil {
 			return nil, err
 		}
 		if cfg.ServiceAccountKeyFile != "" {

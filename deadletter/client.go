@@ -4,23 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sync"
 	"time"
 
 	"cloud.google.com/go/auth"
-	"cloud.google.com/go/auth/credentials"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -119,12 +114,7 @@ func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeou
 func clientOptions(key clientKey) ([]option.ClientOption, error) {
 	switch {
 	case key.endpoint != "":
-		return []option.ClientOption{
-			option.WithEndpoint(key.endpoint),
-			option.WithoutAuthentication(),
-			option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-			option.WithGRPCConnectionPool(1),
-		}, nil
+		return append(gcpconn.EmulatorOptions(key.endpoint), option.WithGRPCConnectionPool(1)), nil
 	case key.keyFile != "":
 		creds, err := loadServiceAccountKey(key.keyFile)
 		if err != nil {
@@ -136,39 +126,12 @@ func clientOptions(key clientKey) ([]option.ClientOption, error) {
 	}
 }
 
-// errKeyFile starts every key-file error. Like the Cloud Tasks sink's, these errors carry
-// neither the path nor anything read from the file nor the parser's own message, any of which
-// could put key material into job logs.
-const errKeyFile = "deadletter: ServiceAccountKeyFile"
-
-// loadServiceAccountKey reads a service-account JSON key and refuses every other credential
-// type (user credentials, external accounts, impersonation configurations). It is what
-// credentials.NewCredentialsFromFile(credentials.ServiceAccount, ...) does, with the file read
-// here so that each failure gets a message of its own.
+// loadServiceAccountKey reads the dead-letter publisher's service-account key; see
+// gcpconn.LoadServiceAccountKey for what it refuses and why its errors say so little.
 func loadServiceAccountKey(path string) (*auth.Credentials, error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, errors.New(errKeyFile + ": the file does not exist on this worker")
-	case errors.Is(err, fs.ErrPermission):
-		return nil, errors.New(errKeyFile + ": the file is not readable by this worker")
-	case err != nil:
-		return nil, errors.New(errKeyFile + ": the file could not be read")
-	}
-	var head struct {
-		Type string `json:"type"`
-	}
-	if json.Unmarshal(data, &head) != nil {
-		return nil, errors.New(errKeyFile + ": the file is not a JSON key")
-	}
-	if head.Type != string(credentials.ServiceAccount) {
-		return nil, errors.New(errKeyFile + ": the file is not a service-account key (its \"type\" is not \"service_account\")")
-	}
-	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, data, &credentials.DetectOptions{
-		Scopes: []string{pubsub.ScopePubSub},
-	})
+	creds, err := gcpconn.LoadServiceAccountKey(path, []string{pubsub.ScopePubSub})
 	if err != nil {
-		return nil, errors.New(errKeyFile + ": the service-account key could not be parsed")
+		return nil, fmt.Errorf("deadletter: ServiceAccountKeyFile: %w", err)
 	}
 	return creds, nil
 }

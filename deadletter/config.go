@@ -3,10 +3,10 @@ package deadletter
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // Defaults of PubSubConfig.
@@ -87,8 +87,8 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 		cfg.FlushTimeout = DefaultFlushTimeout
 	}
 	if cfg.EmulatorEndpoint != "" {
-		if err := checkEndpoint(cfg.EmulatorEndpoint); err != nil {
-			return cfg, err
+		if err := gcpconn.CheckEndpoint(cfg.EmulatorEndpoint); err != nil {
+			return cfg, fmt.Errorf("deadletter: EmulatorEndpoint %w", err)
 		}
 		if cfg.ServiceAccountKeyFile != "" {
 			return cfg, errors.New("deadletter: EmulatorEndpoint and ServiceAccountKeyFile are both set; an emulator is reached without credentials, so set only one")
@@ -167,35 +167,4 @@ func validTopicID(t string) bool {
 		}
 	}
 	return true
-}
-
-// checkEndpoint accepts "host:port" by the same rules as the Cloud Tasks sink: no
-// whitespace, split at the last ':' (so a bracketed IPv6 host works), a non-empty host
-// without '/', and a decimal port in 1..65535.
-func checkEndpoint(ep string) error {
-	bad := func(why string) error {
-		return fmt.Errorf("deadletter: EmulatorEndpoint %q is not host:port: %s", ep, why)
-	}
-	if strings.IndexFunc(ep, unicode.IsSpace) >= 0 {
-		return bad("it contains whitespace")
-	}
-	i := strings.LastIndexByte(ep, ':')
-	if i < 0 {
-		return bad("there is no ':'")
-	}
-	host, portText := ep[:i], ep[i+1:]
-	if host == "" {
-		return bad("the host is empty")
-	}
-	if strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]") {
-		return bad("the IPv6 host is not bracketed")
-	}
-	if strings.Contains(host, "/") {
-		return bad("the host contains '/'")
-	}
-	port, err := strconv.Atoi(portText)
-	if err != nil || port < 1 || port > 65535 || strings.TrimLeft(portText, "0123456789") != "" {
-		return bad("the port is not a number in 1..65535")
-	}
-	return nil
 }

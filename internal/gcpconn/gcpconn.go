@@ -1,0 +1,93 @@
+// Package gcpconn holds the connection rules shared by the project's Google Cloud clients:
+// the emulator endpoint syntax, the plaintext emulator transport, and strict loading of a
+// service-account key file.
+package gcpconn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strconv"
+	"strings"
+	"unicode"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// CheckEndpoint accepts an emulator endpoint of the form host:port. The string is split at its
+// last ':' (so a bracketed IPv6 host works); it must contain no whitespace, the host must be
+// non-empty and contain no '/', and the port must be a decimal number in 1..65535. The error
+// quotes the endpoint (it is an address, not a secret) and says what is wrong.
+func CheckEndpoint(endpoint string) error {
+	bad := func(why string) error { return fmt.Errorf("%q is not host:port: %s", endpoint, why) }
+	if strings.IndexFunc(endpoint, unicode.IsSpace) >= 0 {
+		return bad("it contains whitespace")
+	}
+	i := strings.LastIndexByte(endpoint, ':')
+	if i < 0 {
+		return bad("there is no ':'")
+	}
+	host, portText := endpoint[:i], endpoint[i+1:]
+	switch {
+	case host == "":
+		return bad("the host is empty")
+	case strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]"):
+		return bad("the IPv6 host is not bracketed")
+	case strings.Contains(host, "/"):
+		return bad("the host contains '/'")
+	}
+	if portText == "" || len(portText) > 5 || strings.TrimLeft(portText, "0123456789") != "" {
+		return bad("the port is not a number in 1..65535")
+	}
+	if port, _ := strconv.Atoi(portText); port < 1 || port > 65535 {
+		return bad("the port is not a number in 1..65535")
+	}
+	return nil
+}
+
+// EmulatorOptions are the client options for an emulator at endpoint: a plaintext connection
+// that carries no credentials at all, because a token must never travel unencrypted.
+func EmulatorOptions(endpoint string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(endpoint),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// LoadServiceAccountKey reads a service-account JSON key and refuses every other credential
+// type (user credentials, external accounts, impersonation configurations). Its errors say
+// what went wrong in a fixed sentence and deliberately carry neither the path nor anything
+// read from the file nor the parser's own message, any of which could put key material in
+// job logs. Callers prefix them with the setting's name.
+func LoadServiceAccountKey(path string, scopes []string) (*auth.Credentials, error) {
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, errors.New("the file does not exist on this worker")
+	case errors.Is(err, fs.ErrPermission):
+		return nil, errors.New("the file is not readable by this worker")
+	case err != nil:
+		return nil, errors.New("the file could not be read")
+	}
+	var head struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(data, &head) != nil {
+		return nil, errors.New("the file is not a JSON key")
+	}
+	if head.Type != string(credentials.ServiceAccount) {
+		return nil, errors.New(`the file is not a service-account key (its "type" is not "service_account")`)
+	}
+	creds, err := credentials.NewCredentialsFromJSON(credentials.ServiceAccount, data, &credentials.DetectOptions{Scopes: scopes})
+	if err != nil {
+		return nil, errors.New("the service-account key could not be parsed")
+	}
+	return creds, nil
+}

@@ -1,0 +1,89 @@
+package gcpconn
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCheckEndpoint(t *testing.T) {
+	for _, ok := range []string{"localhost:8123", "127.0.0.1:1", "[::1]:65535", "emulator:443", "a:0080"} {
+		assert.NoError(t, CheckEndpoint(ok), ok)
+	}
+	for _, bad := range []string{"", "localhost", ":8123", "localhost:", "localhost:0", "localhost:65536",
+		"localhost:80x", "local host:80", "localhost:80 ", "[::1:80", "localhost:-1", "localhost:+80",
+		"http://localhost:80/x", "localhost:123456", "host/x:80"} {
+		err := CheckEndpoint(bad)
+		if assert.Error(t, err, bad) {
+			assert.Contains(t, err.Error(), "is not host:port")
+		}
+	}
+}
+
+func FuzzCheckEndpoint(f *testing.F) {
+	for _, s := range []string{"localhost:8123", "[::1]:80", "a:0", "a:65536", " a:1", "a/b:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckEndpoint(s) != nil {
+			return
+		}
+		i := strings.LastIndexByte(s, ':')
+		host, port := s[:i], s[i+1:]
+		n, err := strconv.Atoi(port)
+		if host == "" || strings.ContainsAny(s, " \t\r\n/") || err != nil || n < 1 || n > 65535 {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}
+
+func writeJSON(t *testing.T, v any) string {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "key.json")
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	return path
+}
+
+func TestLoadServiceAccountKey(t *testing.T) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	pemKey := string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}))
+	good := writeJSON(t, map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "kid", "private_key": pemKey,
+		"client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": "https://oauth2.googleapis.com/token",
+	})
+	creds, err := LoadServiceAccountKey(good, []string{"https://www.googleapis.com/auth/cloud-platform"})
+	require.NoError(t, err)
+	require.NotNil(t, creds)
+
+	user := writeJSON(t, map[string]string{"type": "authorized_user", "client_secret": "s3cr3t", "refresh_token": "r3fr3sh"})
+	notJSON := filepath.Join(t.TempDir(), "key.json")
+	require.NoError(t, os.WriteFile(notJSON, []byte("-----BEGIN PRIVATE KEY----- s3cr3t"), 0o600))
+	broken := writeJSON(t, map[string]string{"type": "service_account", "private_key": "s3cr3t"})
+	for path, want := range map[string]string{
+		filepath.Join(t.TempDir(), "missing.json"): "does not exist",
+		user:    "not a service-account key",
+		notJSON: "not a JSON key",
+		broken:  "could not be parsed",
+	} {
+		_, err := LoadServiceAccountKey(path, nil)
+		require.Error(t, err, path)
+		assert.Contains(t, err.Error(), want)
+		assert.NotContains(t, err.Error(), "s3cr3t", "no key material in errors")
+		assert.NotContains(t, err.Error(), path, "no path in errors")
+	}
+}
