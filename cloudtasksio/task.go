@@ -158,7 +158,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *formats.Metadata, er
 	if b.serialize != nil {
 		out, err := call1x2(b.serialize, elem)
 		if err != nil {
-			return nil, nil, &elementFailure{code: codeSerialization, err: fmt.Errorf("Serializer failed: %w", err)}
+			return nil, nil, &elementFailure{code: codeSerialization, err: fmt.Errorf("the Serializer failed: %w", err)}
 		}
 		task, _ := out.(*cloudtaskspb.Task)
 		if task == nil {
@@ -307,7 +307,7 @@ func (b *taskBuilder) key(elem any, md *formats.Metadata, task *cloudtaskspb.Tas
 	case b.taskID != nil:
 		out, err := call1x2(b.taskID, elem)
 		if err != nil {
-			return "", false, &elementFailure{code: codeTaskID, task: task, err: fmt.Errorf("TaskIDFn failed: %w", err)}
+			return "", false, &elementFailure{code: codeTaskID, task: task, err: fmt.Errorf("the TaskIDFn failed: %w", err)}
 		}
 		key, _ = out.(string)
 		if key == "" {

@@ -69,8 +69,6 @@ func DefaultPubSubConfig(topic string) PubSubConfig {
 // topicName is a validated "projects/P/topics/T".
 type topicName struct{ project, topic string }
 
-func (t topicName) path() string { return "projects/" + t.project + "/topics/" + t.topic }
-
 // validate checks cfg as ToPubSub needs it and returns it with defaults applied. Every error
 // names the field at fault.
 func (cfg PubSubConfig) validate() (PubSubConfig, error) {

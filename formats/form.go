@@ -47,15 +47,18 @@ func formKindOf(t reflect.Type) (formKind, bool) {
 	if t.Kind() == reflect.Pointer {
 		ptr, t = formPtr, t.Elem()
 	}
+	var base formKind
 	switch {
 	case t.Kind() == reflect.String:
-		return ptr | formString, true
+		base = formString
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
-		return ptr | formStrings, true
+		base = formStrings
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Pointer && t.Elem().Elem().Kind() == reflect.String:
-		return ptr | formStringPtrs, true
+		base = formStringPtrs
+	default:
+		return 0, false
 	}
-	return 0, false
+	return ptr | base, true
 }
 
 func (e *formEncoder) Encode(elem any) ([]byte, error) {

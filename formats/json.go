@@ -57,7 +57,7 @@ func checkJSONType(t reflect.Type, seen map[reflect.Type]bool) error {
 	}
 	switch t.Kind() {
 	case reflect.Chan, reflect.Func, reflect.Complex64, reflect.Complex128, reflect.UnsafePointer:
-		return fmt.Errorf("Go type %s cannot be encoded as JSON", t)
+		return fmt.Errorf("the Go type %s cannot be encoded as JSON", t)
 	case reflect.Pointer, reflect.Slice, reflect.Array:
 		return checkJSONType(t.Elem(), seen)
 	case reflect.Map:

@@ -250,7 +250,7 @@ func newBackend(opts ...Option) (*Server, error) {
 	if cfg.appEngine != "" {
 		u, err := url.Parse(cfg.appEngine)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("App Engine base URL %q: want an absolute http or https URL", cfg.appEngine)
+			return nil, fmt.Errorf("cloudtaskstest: the App Engine base URL %q is not an absolute http or https URL", cfg.appEngine)
 		}
 		aeURL = u
 	}
