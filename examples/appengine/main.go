@@ -1,0 +1,64 @@
+// Command appengine writes thumbnail jobs as App Engine tasks and shows how their routing
+// reaches the application. The target routes to service "worker", version "v1"; a job whose
+// `cloudtasks:"app-engine-service"` field is set replaces the service (or clears it with "").
+// Cloud Tasks delivers each task to an HTTP handler in this process, and the program prints
+// the Host header of every request: App Engine encodes the routing there as
+// [instance.][version.][service.]<app host>.
+//
+//	go run ./examples/appengine
+//
+// Without flags it runs on Beam's prism runner against an in-process Cloud Tasks server
+// (cloudtaskstest) that sends App Engine tasks to the handler. To use an emulator of your
+// own, point its App Engine dispatch at the handler:
+//
+//	APP_ENGINE_EMULATOR_HOST=http://127.0.0.1:8080 \
+//	    go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator -port 8123 &
+//	go run ./examples/appengine --cloudtasks_emulator=localhost:8123 --handler_address=127.0.0.1:8080
+//
+// Beam's standard flags apply (--runner and the runner's own flags). The in-process server
+// listens on loopback, so only a runner executing in this process reaches it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+)
+
+var (
+	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
+	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
+	handlerAddress     = flag.String("handler_address", "127.0.0.1:0", "host:port the App Engine handler listens on (port 0 picks one)")
+)
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	if !*verbose {
+		exampleenv.Quiet()
+	}
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "appengine:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	h, err := appengine.StartHandler(*handlerAddress)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithAppEngineURL(h.URL()))
+	defer ct.Close()
+	_, err = appengine.Run(ctx, ct.Endpoint, h, appengine.DemoJobs(), beamx.RunWithMetrics, os.Stdout)
+	return err
+}

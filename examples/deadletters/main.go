@@ -1,0 +1,67 @@
+// Command deadletters shows the dead-letter policy end to end. Ten orders become Cloud Tasks;
+// the four that Cloud Tasks will never accept (a body over the 100 KiB task limit, a URL that
+// is not http(s), an unknown HTTP method, an order without an id for its task name) are
+// published to a Pub/Sub topic instead of failing the pipeline. Then the program reads the
+// topic like a consumer and prints, for each message, its attributes and the task recovered
+// from its data.
+//
+//	go run ./examples/deadletters
+//
+// Without flags it runs on Beam's prism runner against an in-process Cloud Tasks server
+// (cloudtaskstest) and an in-process Pub/Sub server (pstest). To use emulators of your own:
+//
+//	go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator -port 8123 &
+//	gcloud beta emulators pubsub start --host-port=localhost:8085 &
+//	go run ./examples/deadletters --cloudtasks_emulator=localhost:8123 --pubsub_emulator=localhost:8085
+//
+// Beam's standard flags apply (--runner and the runner's own flags). The in-process servers
+// listen on loopback, so only a runner executing in this process reaches them; give emulator
+// addresses that the workers can reach when running elsewhere.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+)
+
+var (
+	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
+	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
+	pubSubEmulator     = flag.String("pubsub_emulator", "", "host:port of a Pub/Sub emulator; empty starts one in this process")
+)
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	if !*verbose {
+		exampleenv.Quiet()
+	}
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "deadletters:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithoutDispatch())
+	defer ct.Close()
+	pubSub := *pubSubEmulator
+	if pubSub == "" {
+		srv := pstest.NewServer()
+		defer srv.Close()
+		pubSub = srv.Addr
+	}
+	set := deadletters.DefaultSettings(ct.Endpoint, pubSub)
+	_, err := deadletters.Run(ctx, set, deadletters.DemoOrders(), beamx.RunWithMetrics, os.Stdout)
+	return err
+}

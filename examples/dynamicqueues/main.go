@@ -1,0 +1,54 @@
+// Command dynamicqueues writes orders to per-region Cloud Tasks queues from one Write:
+// Config.QueueFn picks each order's queue (Europe, the US, Asia, or a fallback queue for other
+// regions), and WriterOptions.PerDestinationMetrics counts the tasks of each queue. It prints
+// those metrics next to what each queue holds afterwards.
+//
+//	go run ./examples/dynamicqueues
+//
+// Without flags it runs on Beam's prism runner against an in-process Cloud Tasks server
+// (cloudtaskstest). To use an emulator of your own:
+//
+//	go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator -port 8123 &
+//	go run ./examples/dynamicqueues --cloudtasks_emulator=localhost:8123
+//
+// The queues are created paused, so their tasks stay listed instead of being dispatched.
+// Beam's standard flags apply (--runner and the runner's own flags). The in-process server
+// listens on loopback, so only a runner executing in this process reaches it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+)
+
+var (
+	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
+	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
+)
+
+func main() {
+	flag.Parse()
+	beam.Init()
+	if !*verbose {
+		exampleenv.Quiet()
+	}
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "dynamicqueues:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)
+	defer ct.Close()
+	_, err := dynamicqueues.Run(ctx, ct.Endpoint, dynamicqueues.DemoOrders(), beamx.RunWithMetrics, os.Stdout)
+	return err
+}

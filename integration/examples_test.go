@@ -1,0 +1,188 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+)
+
+// These tests run the examples' own code on prism, each against in-process servers of its
+// own (as the example programs do by default), whatever CLOUDTASKS_EMULATOR_HOST says.
+
+// examplePrism runs an example's pipelines on prism.
+func examplePrism(_ context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	return ptest.RunWithMetrics(p)
+}
+
+// exampleCloudTasks starts an in-process Cloud Tasks server, closed when t ends.
+func exampleCloudTasks(t *testing.T, opts ...cloudtaskstest.Option) *exampleenv.CloudTasks {
+	t.Helper()
+	ct := exampleenv.StartCloudTasks("", opts...)
+	t.Cleanup(ct.Close)
+	return ct
+}
+
+func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	set := deadletters.DefaultSettings(ct.Endpoint, ps.Addr)
+	var out bytes.Buffer
+
+	res, err := deadletters.Run(context.Background(), set, deadletters.DemoOrders(), examplePrism, &out)
+	require.NoError(t, err)
+
+	var ids []string
+	for _, task := range res.Tasks {
+		ids = append(ids, task.GetHttpRequest().GetUrl()+" "+strings.SplitN(string(task.GetHttpRequest().GetBody()), ",", 2)[0])
+	}
+	assert.ElementsMatch(t, []string{
+		deadletters.FulfilmentURL + ` {"id":"1001"`, deadletters.FulfilmentURL + ` {"id":"1002"`, deadletters.FulfilmentURL + ` {"id":"1003"`,
+		deadletters.FulfilmentURL + ` {"id":"1004"`, deadletters.FulfilmentURL + ` {"id":"1005"`, deadletters.FulfilmentURL + ` {"id":"1006"`,
+	}, ids, "the six good orders are created")
+	assert.Equal(t, int64(6), res.Counters["numRecordsSend"])
+	assert.Equal(t, int64(4), res.Counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(4), res.Published)
+
+	// Ordered by code, then event time (the orders were placed a minute apart from 09:00).
+	require.Len(t, res.DeadLetters, 4)
+	type seen struct{ code, eventTime, url, name string }
+	var got []seen
+	for _, dl := range res.DeadLetters {
+		s := seen{code: dl.Attributes[deadletter.AttrCode], eventTime: dl.Attributes[deadletter.AttrEventTime]}
+		if dl.Task != nil {
+			s.url, s.name = dl.Task.GetHttpRequest().GetUrl(), dl.Task.GetName()
+		} else {
+			assert.Empty(t, dl.Data)
+		}
+		assert.Equal(t, set.Queue.Path(), dl.Attributes[deadletter.AttrDestination])
+		got = append(got, s)
+	}
+	assert.Equal(t, []seen{
+		{"INVALID_ARGUMENT", "2026-05-04T09:06:00Z", deadletters.FulfilmentURL, set.Queue.Path() + "/tasks/" + cloudtasksio.TaskID("order-1007")},
+		{"INVALID_ARGUMENT", "2026-05-04T09:07:00Z", "ftp://partner.example.com/orders", ""},
+		{"SERIALIZATION", "2026-05-04T09:08:00Z", "", ""},
+		{"TASK_ID", "2026-05-04T09:09:00Z", deadletters.FulfilmentURL, ""},
+	}, got)
+	assert.Greater(t, len(res.DeadLetters[0].Task.GetHttpRequest().GetBody()), cloudtaskstest.MaxTaskSize, "the oversized order's whole task")
+
+	text := out.String()
+	assert.Contains(t, text, "Cloud Tasks accepted 6 order(s)")
+	assert.Contains(t, text, "4 dead letter(s) published to projects/demo-project/topics/order-dead-letters")
+	assert.Contains(t, text, "dead letter 4 of 4: code TASK_ID")
+	assert.Contains(t, text, "data:        empty: no task could be built")
+}
+
+func TestExampleDynamicQueuesRoutesEachOrderToItsRegionsQueue(t *testing.T) {
+	ct := exampleCloudTasks(t)
+	orders := []dynamicqueues.Order{
+		{ID: "1", Region: "eu", Amount: 5},
+		{ID: "2", Region: "US", Amount: 6},
+		{ID: "3", Region: "eu", Amount: 7},
+		{ID: "4", Region: "mars", Amount: 8},
+		{ID: "5", Region: "asia", Amount: 9},
+	}
+	var out bytes.Buffer
+
+	res, err := dynamicqueues.Run(context.Background(), ct.Endpoint, orders, examplePrism, &out)
+	require.NoError(t, err)
+
+	got := map[string][]string{}
+	for _, d := range res.Destinations {
+		got[d.Queue.Path()] = d.OrderIDs
+		assert.Equal(t, int64(d.Stored), d.Sent, "the per-destination metric of %s matches what it holds", d.Queue.Path())
+		assert.Zero(t, d.Errors)
+	}
+	assert.Equal(t, map[string][]string{
+		"projects/demo-project/locations/europe-west1/queues/orders-eu":      {"1", "3"},
+		"projects/demo-project/locations/us-central1/queues/orders-us":       {"2"},
+		"projects/demo-project/locations/asia-northeast1/queues/orders-asia": {"5"},
+		"projects/demo-project/locations/us-central1/queues/orders-other":    {"4"},
+	}, got)
+	assert.Equal(t, int64(5), res.Counters["numRecordsSend"])
+	assert.Regexp(t, `queues/orders-eu +recordsSend=2 sendErrors=0 stored=2 orders=1,3\n`, out.String())
+}
+
+func TestExampleAppEngineRoutingReachesTheHandlerInTheHostHeader(t *testing.T) {
+	h, err := appengine.StartHandler("127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(h.Close)
+	ct := exampleCloudTasks(t, cloudtaskstest.WithAppEngineURL(h.URL()))
+	jobs := []appengine.JobSpec{
+		{ID: "a", Image: "gs://b/a.jpg"},
+		{ID: "b", Image: "gs://b/b.jpg", OverrideService: true, Service: "thumbnails"},
+		{ID: "c", Image: "gs://b/c.jpg", OverrideService: true, Service: ""},
+	}
+	var out bytes.Buffer
+
+	res, err := appengine.Run(context.Background(), ct.Endpoint, h, jobs, examplePrism, &out)
+	require.NoError(t, err)
+
+	base := strings.TrimPrefix(h.URL(), "http://")
+	require.Len(t, res.Deliveries, 3)
+	hosts := map[string]string{}
+	for _, d := range res.Deliveries {
+		hosts[d.JobID] = d.Host
+		assert.Equal(t, "POST", d.Method)
+		assert.Equal(t, appengine.RelativeURI, d.Path)
+		assert.Equal(t, appengine.Queue.Name, d.QueueName)
+		assert.NotEmpty(t, d.TaskName)
+	}
+	assert.Equal(t, map[string]string{
+		"a": "v1.worker." + base,     // the target's routing
+		"b": "v1.thumbnails." + base, // the element's service replaces it
+		"c": "v1." + base,            // "" clears the service
+	}, hosts)
+	assert.Contains(t, out.String(), "Host: v1.thumbnails."+base)
+}
+
+func TestExampleExactlyOnceKeyedRerunCreatesNothingAndRandomIDsDoNot(t *testing.T) {
+	ct := exampleCloudTasks(t)
+	payments := exactlyonce.DemoPayments()[:3]
+	var out bytes.Buffer
+
+	res, err := exactlyonce.Run(context.Background(), ct, payments, examplePrism, &out)
+	require.NoError(t, err)
+
+	require.Len(t, res.Passes, 4)
+	type pass struct {
+		queue                 string
+		created, dedup, store int64
+	}
+	var got []pass
+	for _, p := range res.Passes {
+		got = append(got, pass{p.Queue.Name, p.Created, p.Deduplicated, int64(p.Stored)})
+		window := time.Hour - 5*time.Minute - 20*time.Second
+		assert.Greater(t, p.MinRemainingMillis, (window - time.Minute).Milliseconds(), "%s: created long before the deadline", p.Label)
+		assert.LessOrEqual(t, p.MinRemainingMillis, window.Milliseconds())
+		assert.GreaterOrEqual(t, p.MaxAgeMillis, int64(0))
+	}
+	assert.Equal(t, []pass{
+		{"payments", 3, 0, 3},
+		{"payments", 0, 3, 3},
+		{"payments-random-ids", 3, 0, 3},
+		{"payments-random-ids", 3, 0, 6},
+	}, got)
+	for _, task := range ct.Server.Tasks(exactlyonce.KeyedQueue.Path()) {
+		assert.Contains(t, task.GetName(), "/tasks/"+cloudtasksio.TaskID("payment-"+strings.SplitN(strings.TrimPrefix(string(task.GetHttpRequest().GetBody()), `{"id":"`), `"`, 2)[0]))
+	}
+	assert.True(t, res.RetentionSet)
+	assert.Contains(t, out.String(), "created 0, already there 3 -> queue holds 3 task(s)")
+}

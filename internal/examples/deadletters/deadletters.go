@@ -1,0 +1,351 @@
+// Package deadletters is the dead-letter example: orders become Cloud Tasks, and the orders
+// Cloud Tasks will never accept go to a Pub/Sub topic instead of failing the pipeline. After
+// the pipeline it reads the topic the way a consumer would and recovers each rejected task.
+//
+// The program in examples/deadletters runs it; the integration tests call Run directly.
+package deadletters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[Order]())
+	register.Function1x2(stampOrder)
+	register.Function1x2(OrderTaskKey)
+}
+
+// FulfilmentURL is where the tasks of orders without their own endpoint go.
+const FulfilmentURL = "https://fulfilment.example.com/orders"
+
+// Order is one order event. The tagged fields are request metadata (see docs/metadata.md):
+// Endpoint overrides the URL of the task and Method its HTTP method. Every other field is
+// part of the JSON body.
+type Order struct {
+	ID       string `json:"id"`
+	Customer string `json:"customer"`
+	Items    int    `json:"items"`
+	Note     string `json:"note,omitempty"`
+	PlacedAt int64  `json:"placed_at"` // Unix milliseconds; also the element's event time
+
+	Endpoint string `cloudtasks:"url"`         // empty: FulfilmentURL
+	Method   string `cloudtasks:"http-method"` // empty: POST
+}
+
+// stampOrder gives each order its placement time as event time, so dead letters carry it.
+func stampOrder(o Order) (beam.EventTime, Order) {
+	return mtime.FromMilliseconds(o.PlacedAt), o
+}
+
+// OrderTaskKey names each order's task after the order, so a replayed bundle does not create
+// it twice. An order without an id cannot be named: that error sends it to the dead letters
+// with code TASK_ID.
+func OrderTaskKey(o Order) (string, error) {
+	if o.ID == "" {
+		return "", errors.New("the order has no id")
+	}
+	return "order-" + o.ID, nil
+}
+
+// DemoOrders returns the example's input: six good orders and one of each failure the
+// dead-letter policy receives.
+func DemoOrders() []Order {
+	at := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	order := func(i int, id, customer string) Order {
+		return Order{ID: id, Customer: customer, Items: i%3 + 1, PlacedAt: at.Add(time.Duration(i) * time.Minute).UnixMilli()}
+	}
+	var out []Order
+	for i, c := range []string{"ada", "grace", "edsger", "barbara", "donald", "frances"} {
+		out = append(out, order(i, fmt.Sprint(1001+i), c))
+	}
+	tooBig := order(6, "1007", "ken")
+	tooBig.Note = strings.Repeat("gift message ", 12_000) // ~156 KB: over the 100 KiB task limit
+	badURL := order(7, "1008", "linus")
+	badURL.Endpoint = "ftp://partner.example.com/orders" // not http(s): the sink's own check
+	badMethod := order(8, "1009", "margaret")
+	badMethod.Method = "FETCH" // not an HTTP method: the task cannot be built
+	noID := order(9, "", "niklaus")
+	return append(out, tooBig, badURL, badMethod, noID)
+}
+
+// Settings name the emulators and resources of one run.
+type Settings struct {
+	// CloudTasksEndpoint and PubSubEndpoint are the emulators' "host:port".
+	CloudTasksEndpoint, PubSubEndpoint string
+	// Queue receives the orders' tasks. It is created (paused, so that its tasks stay
+	// listable) when missing.
+	Queue cloudtasksio.Queue
+	// Topic ("projects/P/topics/T") receives the dead letters, and Subscription
+	// ("projects/P/subscriptions/S") is how the consumer reads them. Both are created when
+	// missing, before the pipeline runs: ToPubSub never creates its topic.
+	Topic, Subscription string
+}
+
+// DefaultSettings returns the example's resource names for the given emulators.
+func DefaultSettings(cloudTasksEndpoint, pubSubEndpoint string) Settings {
+	return Settings{
+		CloudTasksEndpoint: cloudTasksEndpoint,
+		PubSubEndpoint:     pubSubEndpoint,
+		Queue:              cloudtasksio.Queue{Project: "demo-project", Location: "us-central1", Name: "orders"},
+		Topic:              "projects/demo-project/topics/order-dead-letters",
+		Subscription:       "projects/demo-project/subscriptions/order-dead-letters-audit",
+	}
+}
+
+// Config is the sink configuration the example uses: a JSON POST per order, tasks named by
+// OrderTaskKey, failures sent to the dead letters.
+func Config(set Settings) cloudtasksio.Config {
+	return cloudtasksio.Config{
+		Queue: set.Queue,
+		HTTP: &cloudtasksio.HTTPTarget{
+			URL:     FulfilmentURL,
+			Headers: map[string]string{"Content-Type": "application/json"},
+			Body:    formats.JSON(),
+		},
+		TaskIDFn:         OrderTaskKey,
+		OnFailure:        cloudtasksio.DeadLetter,
+		EmulatorEndpoint: set.CloudTasksEndpoint,
+	}
+}
+
+// Build adds the example's transforms to s: orders -> event time -> cloudtasksio.Write ->
+// dead letters -> deadletter.ToPubSub.
+func Build(s beam.Scope, set Settings, orders []Order) {
+	elems := make([]any, len(orders))
+	for i, o := range orders {
+		elems[i] = o
+	}
+	stamped := beam.ParDo(s, stampOrder, beam.Create(s, elems...))
+	failed := cloudtasksio.Write(s, Config(set), stamped)
+	pub := deadletter.DefaultPubSubConfig(set.Topic)
+	pub.EmulatorEndpoint = set.PubSubEndpoint
+	deadletter.ToPubSub(s, pub, failed)
+}
+
+// DeadLetter is one message a consumer received from the dead-letter topic.
+type DeadLetter struct {
+	// Attributes are the message's attributes (see the deadletter.Attr* constants).
+	Attributes map[string]string
+	// Data is the message data: the rejected task in wire format, empty when no task
+	// could be built.
+	Data []byte
+	// Task is the task recovered from Data with cloudtasksio.FailedTask, nil when Data is
+	// empty.
+	Task *cloudtaskspb.Task
+}
+
+// Result is what a run produced.
+type Result struct {
+	// Tasks are the tasks stored in the queue after the run.
+	Tasks []*cloudtaskspb.Task
+	// Counters are the sink's metrics (namespace cloudtasksio), summed over steps.
+	Counters map[string]int64
+	// Published is the number of messages ToPubSub had accepted (metric messagesPublished).
+	Published int64
+	// DeadLetters are the messages the consumer received, ordered by code and event time.
+	DeadLetters []DeadLetter
+}
+
+// Run prepares the queue, topic and subscription, runs the pipeline over orders with run,
+// reads the dead letters back through the subscription and the tasks through the Cloud Tasks
+// API, and prints a summary to w.
+func Run(ctx context.Context, set Settings, orders []Order, run exampleenv.Runner, w io.Writer) (*Result, error) {
+	tasks, err := exampleenv.NewClient(ctx, set.CloudTasksEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer tasks.Close()
+	if err := exampleenv.EnsureQueue(ctx, tasks, set.Queue, true); err != nil {
+		return nil, err
+	}
+	ps, err := newPubSubClient(ctx, set)
+	if err != nil {
+		return nil, err
+	}
+	defer ps.Close()
+	if err := ensureTopicAndSubscription(ctx, ps, set); err != nil {
+		return nil, err
+	}
+
+	p, s := beam.NewPipelineWithRoot()
+	Build(s, set, orders)
+	pr, err := run(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("running the pipeline: %w", err)
+	}
+	res := &Result{
+		Counters:  exampleenv.Counters(pr, "cloudtasksio"),
+		Published: exampleenv.Counters(pr, "deadletter")["messagesPublished"],
+	}
+	if res.DeadLetters, err = consume(ctx, ps, set.Subscription, int(res.Published)); err != nil {
+		return nil, err
+	}
+	if res.Tasks, err = exampleenv.ListTasks(ctx, tasks, set.Queue); err != nil {
+		return nil, err
+	}
+	res.Print(w, set)
+	return res, nil
+}
+
+func newPubSubClient(ctx context.Context, set Settings) (*pubsub.Client, error) {
+	project, ok := strings.CutPrefix(set.Topic, "projects/")
+	project, _, found := strings.Cut(project, "/")
+	if !ok || !found {
+		return nil, fmt.Errorf("topic %q is not projects/P/topics/T", set.Topic)
+	}
+	c, err := pubsub.NewClient(ctx, project, exampleenv.EmulatorOptions(set.PubSubEndpoint)...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Pub/Sub emulator at %s: %w", set.PubSubEndpoint, err)
+	}
+	return c, nil
+}
+
+func ensureTopicAndSubscription(ctx context.Context, c *pubsub.Client, set Settings) error {
+	if _, err := c.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: set.Topic}); err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("creating topic %s: %w", set.Topic, err)
+	}
+	_, err := c.SubscriptionAdminClient.CreateSubscription(ctx, &pubsubpb.Subscription{Name: set.Subscription, Topic: set.Topic, AckDeadlineSeconds: 30})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("creating subscription %s: %w", set.Subscription, err)
+	}
+	return nil
+}
+
+// consumeTimeout bounds the wait for the published dead letters to arrive.
+const consumeTimeout = 30 * time.Second
+
+// consume receives want messages from subscription (more if they are already there),
+// acknowledges them and recovers their tasks.
+func consume(ctx context.Context, c *pubsub.Client, subscription string, want int) ([]DeadLetter, error) {
+	if want == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, consumeTimeout)
+	defer cancel()
+	var mu sync.Mutex
+	byID := map[string]DeadLetter{}
+	err := c.Subscriber(subscription).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
+		m.Ack()
+		dl := DeadLetter{Attributes: m.Attributes, Data: m.Data}
+		if len(m.Data) > 0 {
+			// What any consumer does: rebuild the FailedElement from the message and let
+			// the sink decode its payload (plain proto.Unmarshal works as well).
+			task, err := cloudtasksio.FailedTask(FailedElementOf(m.Data, m.Attributes))
+			if err == nil {
+				dl.Task = task
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		byID[m.ID] = dl
+		if len(byID) >= want {
+			cancel()
+		}
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return nil, fmt.Errorf("receiving from %s: %w", subscription, err)
+	}
+	if len(byID) < want {
+		return nil, fmt.Errorf("received %d of the %d dead letters from %s within %v", len(byID), want, subscription, consumeTimeout)
+	}
+	out := make([]DeadLetter, 0, len(byID))
+	for _, dl := range byID {
+		out = append(out, dl)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Attributes, out[j].Attributes
+		if a[deadletter.AttrCode] != b[deadletter.AttrCode] {
+			return a[deadletter.AttrCode] < b[deadletter.AttrCode]
+		}
+		return a[deadletter.AttrEventTime] < b[deadletter.AttrEventTime]
+	})
+	return out, nil
+}
+
+// FailedElementOf rebuilds the FailedElement a dead-letter message carries from its data and
+// attributes.
+func FailedElementOf(data []byte, attrs map[string]string) deadletter.FailedElement {
+	return deadletter.FailedElement{
+		Connector:   attrs[deadletter.AttrConnector],
+		Destination: attrs[deadletter.AttrDestination],
+		Payload:     data,
+		Code:        attrs[deadletter.AttrCode],
+		Error:       attrs[deadletter.AttrError],
+	}
+}
+
+// Print writes the summary of the run: what was created, then each dead letter as a consumer
+// of the topic sees it.
+func (r *Result) Print(w io.Writer, set Settings) {
+	created := r.Counters["numRecordsSend"]
+	fmt.Fprintf(w, "Cloud Tasks accepted %d order(s); queue %s now holds %d task(s).\n", created, set.Queue.Path(), len(r.Tasks))
+	fmt.Fprintf(w, "%d order(s) reached the failure policy (numRecordsSendErrors); %d dead letter(s) published to %s.\n",
+		r.Counters["numRecordsSendErrors"], r.Published, set.Topic)
+	if len(r.DeadLetters) > 0 {
+		fmt.Fprintf(w, "A consumer of %s received:\n\n", set.Subscription)
+	}
+	for i, dl := range r.DeadLetters {
+		a := dl.Attributes
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "dead letter %d of %d: code %s\n", i+1, len(r.DeadLetters), a[deadletter.AttrCode])
+		fmt.Fprintf(w, "  destination: %s\n", a[deadletter.AttrDestination])
+		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[deadletter.AttrEventTime]))
+		fmt.Fprintf(w, "  error:       %s\n", short(a[deadletter.AttrError], 220))
+		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[deadletter.AttrWorker], a[deadletter.AttrBundle])
+		if dl.Task == nil {
+			fmt.Fprintf(w, "  data:        empty: no task could be built; find the order at its source by the event time\n")
+			continue
+		}
+		req := dl.Task.GetHttpRequest()
+		fmt.Fprintf(w, "  task:        %s %s, %d-byte body %s\n", req.GetHttpMethod(), req.GetUrl(), len(req.GetBody()), short(string(req.GetBody()), 60))
+		name := dl.Task.GetName()
+		if name == "" {
+			name = "(unnamed)"
+		}
+		fmt.Fprintf(w, "  task name:   %s\n", name)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// short cuts s to at most n bytes for display.
+func short(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "..."
+}

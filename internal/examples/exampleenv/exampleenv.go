@@ -1,0 +1,177 @@
+// Package exampleenv holds what the example programs share: the emulators they run against
+// (an external one named by a flag, or an in-process default), the Cloud Tasks calls that
+// prepare and inspect queues, and reading a pipeline's metrics.
+//
+// The examples talk to Cloud Tasks only through its API, so the same code works against the
+// in-process cloudtaskstest server and against any external emulator.
+package exampleenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+)
+
+// Runner runs a pipeline and returns its result, whose metrics the examples print. Programs
+// pass beamx.RunWithMetrics (the runner chosen by Beam's --runner flag); tests pass a
+// function around ptest.RunWithMetrics.
+type Runner func(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
+
+// Quiet keeps the runner's informational log lines (prism's job progress, the SDK's INFO
+// lines) off stderr, so that an example's own output stands out. Warnings and errors still
+// show.
+func Quiet() {
+	log.LogLevel = "warn"
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+}
+
+// EmulatorOptions are the client options for an emulator at endpoint ("host:port"): a
+// plaintext connection without credentials. Never use them for the production service.
+func EmulatorOptions(endpoint string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(endpoint),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
+}
+
+// CloudTasks is the Cloud Tasks emulator an example runs against.
+type CloudTasks struct {
+	// Endpoint is the emulator's "host:port", for cloudtasksio.Config.EmulatorEndpoint.
+	Endpoint string
+	// Server is the in-process server, or nil when Endpoint names an external emulator.
+	Server *cloudtaskstest.Server
+}
+
+// StartCloudTasks returns the external emulator at endpoint when it is not empty, and
+// otherwise starts an in-process cloudtaskstest server with opts (which apply only then).
+// Close stops what was started.
+func StartCloudTasks(endpoint string, opts ...cloudtaskstest.Option) *CloudTasks {
+	if endpoint != "" {
+		return &CloudTasks{Endpoint: endpoint}
+	}
+	srv := cloudtaskstest.NewServer(opts...)
+	return &CloudTasks{Endpoint: srv.Addr, Server: srv}
+}
+
+// Embedded reports whether the emulator runs in this process.
+func (c *CloudTasks) Embedded() bool { return c.Server != nil }
+
+// Close stops the in-process server, if one was started.
+func (c *CloudTasks) Close() {
+	if c.Server != nil {
+		c.Server.Close()
+	}
+}
+
+// NewClient returns a Cloud Tasks client for the emulator at endpoint. Close it when done.
+func NewClient(ctx context.Context, endpoint string) (*cloudtasks.Client, error) {
+	c, err := cloudtasks.NewClient(ctx, EmulatorOptions(endpoint)...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the Cloud Tasks emulator at %s: %w", endpoint, err)
+	}
+	return c, nil
+}
+
+// EnsureQueue creates queue unless it exists, and pauses it when paused is true. A paused
+// queue keeps its tasks, so an example can list them after the pipeline instead of racing
+// their dispatch.
+func EnsureQueue(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue, paused bool) error {
+	parent := "projects/" + q.Project + "/locations/" + q.Location
+	_, err := c.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: parent, Queue: &cloudtaskspb.Queue{Name: q.Path()}})
+	if err != nil && status.Code(err) != codes.AlreadyExists {
+		return fmt.Errorf("creating queue %s: %w", q.Path(), err)
+	}
+	if paused {
+		if _, err := c.PauseQueue(ctx, &cloudtaskspb.PauseQueueRequest{Name: q.Path()}); err != nil {
+			return fmt.Errorf("pausing queue %s: %w", q.Path(), err)
+		}
+	}
+	return nil
+}
+
+// PurgeQueue deletes every task of queue, so a rerun of an example starts empty. Names of the
+// purged tasks stay taken for the queue's name retention, as in the service.
+func PurgeQueue(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue) error {
+	if _, err := c.PurgeQueue(ctx, &cloudtaskspb.PurgeQueueRequest{Name: q.Path()}); err != nil {
+		return fmt.Errorf("purging queue %s: %w", q.Path(), err)
+	}
+	return nil
+}
+
+// ListTasks returns every task stored in queue, with bodies and headers (the FULL view).
+func ListTasks(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue) ([]*cloudtaskspb.Task, error) {
+	it := c.ListTasks(ctx, &cloudtaskspb.ListTasksRequest{Parent: q.Path(), ResponseView: cloudtaskspb.Task_FULL})
+	var out []*cloudtaskspb.Task
+	for {
+		t, err := it.Next()
+		if errors.Is(err, iterator.Done) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the tasks of queue %s: %w", q.Path(), err)
+		}
+		out = append(out, t)
+	}
+}
+
+// Counters returns the pipeline's counters in namespace, summed over steps by name.
+func Counters(pr beam.PipelineResult, namespace string) map[string]int64 {
+	out := map[string]int64{}
+	if pr == nil {
+		return out
+	}
+	res := pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == namespace })
+	for _, c := range res.Counters() {
+		out[c.Name()] += c.Result()
+	}
+	return out
+}
+
+// SortedKeys returns the keys of m in order.
+func SortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Distributions returns the pipeline's distributions in namespace, merged over steps by name.
+func Distributions(pr beam.PipelineResult, namespace string) map[string]metrics.DistributionValue {
+	out := map[string]metrics.DistributionValue{}
+	if pr == nil {
+		return out
+	}
+	res := pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == namespace })
+	for _, d := range res.Distributions() {
+		v := d.Result()
+		if v.Count == 0 {
+			continue
+		}
+		if prev, ok := out[d.Name()]; ok {
+			v = metrics.DistributionValue{Count: prev.Count + v.Count, Sum: prev.Sum + v.Sum, Min: min(prev.Min, v.Min), Max: max(prev.Max, v.Max)}
+		}
+		out[d.Name()] = v
+	}
+	return out
+}
