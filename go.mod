@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/apache/beam/sdks/v2 v2.77.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/term v0.47.0
 )
 
 require (

@@ -1,0 +1,58 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
+)
+
+// TestQuickstartCreatesFastAndDeliversAtTheQueueRate runs the quickstart's own code (it
+// starts its own in-process server whatever the suite's backend).
+func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
+	const orders, rate = 300, 100
+	var progress bytes.Buffer
+	sum, err := quickstart.Run(context.Background(), quickstart.Options{
+		Orders:   orders,
+		Rate:     rate,
+		Progress: &progress,
+		Run: func(_ context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+			return ptest.RunWithMetrics(p)
+		},
+	})
+	require.NoError(t, err)
+
+	assert.Equal(t, int64(orders), sum.Orders)
+	assert.Equal(t, int64(orders), sum.Sent)
+	assert.Equal(t, orders, sum.TasksCreated)
+	assert.Zero(t, sum.Deduplicated)
+	assert.Zero(t, sum.Skipped)
+	assert.Zero(t, sum.SendErrors)
+	assert.Zero(t, sum.DeadLetters)
+	assert.Equal(t, orders, sum.Delivered, "every order delivered")
+	assert.Equal(t, orders, sum.DistinctDelivered, "and each one once")
+
+	assert.Equal(t, float64(rate), sum.Rate)
+	require.Equal(t, 100, sum.Burst, "the server's burst for 100/s")
+	// The queue starts with a full bucket of burst tokens and earns rate more per second, and
+	// nothing can be delivered before the first task exists: the last delivery cannot come
+	// sooner than (orders - burst) / rate after the first create, however the machine is
+	// loaded. The margin only covers timer rounding.
+	minDelivery := time.Duration(float64(orders-sum.Burst)/rate*float64(time.Second)) - 10*time.Millisecond
+	assert.GreaterOrEqual(t, sum.LastDelivery.Sub(sum.FirstCreate), minDelivery, "delivery held to the queue's rate")
+	assert.Greater(t, sum.CreatesPerSecond(), float64(rate), "creation is not held to the queue's rate")
+	assert.Positive(t, sum.SteadyRate)
+
+	assert.Contains(t, progress.String(), "created 300/300  delivered 300/300", "the final progress line")
+	var out bytes.Buffer
+	sum.Print(&out)
+	assert.Contains(t, out.String(), "at most 100 dispatches/s (burst 100, 1000 concurrent)")
+	assert.Contains(t, out.String(), "300 distinct tasks, 0 duplicate deliveries")
+}
