@@ -22,10 +22,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
@@ -34,22 +32,11 @@ import (
 )
 
 var (
-	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
 	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
 	handlerAddress     = flag.String("handler_address", "127.0.0.1:0", "host:port the App Engine handler listens on (port 0 picks one)")
 )
 
-func main() {
-	flag.Parse()
-	beam.Init()
-	if !*verbose {
-		exampleenv.Quiet()
-	}
-	if err := run(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "appengine:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("appengine", run) }
 
 func run(ctx context.Context) error {
 	h, err := appengine.StartHandler(*handlerAddress)

@@ -22,11 +22,9 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
@@ -35,22 +33,11 @@ import (
 )
 
 var (
-	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
 	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
 	pubSubEmulator     = flag.String("pubsub_emulator", "", "host:port of a Pub/Sub emulator; empty starts one in this process")
 )
 
-func main() {
-	flag.Parse()
-	beam.Init()
-	if !*verbose {
-		exampleenv.Quiet()
-	}
-	if err := run(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "deadletters:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("deadletters", run) }
 
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithoutDispatch())

@@ -22,10 +22,8 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
@@ -33,21 +31,10 @@ import (
 )
 
 var (
-	verbose            = flag.Bool("verbose", false, "show the runner's log lines")
 	cloudTasksEmulator = flag.String("cloudtasks_emulator", "", "host:port of a Cloud Tasks emulator; empty starts one in this process")
 )
 
-func main() {
-	flag.Parse()
-	beam.Init()
-	if !*verbose {
-		exampleenv.Quiet()
-	}
-	if err := run(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, "exactlyonce:", err)
-		os.Exit(1)
-	}
-}
+func main() { exampleenv.Main("exactlyonce", run) }
 
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)

@@ -20,15 +20,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"golang.org/x/term"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
 )
 
@@ -36,11 +33,11 @@ var (
 	orders  = flag.Int("orders", quickstart.DefaultOrders, "number of generated orders, one task each")
 	rate    = flag.Float64("rate", quickstart.DefaultRate, "the queue's max dispatches per second, in (0, 500]")
 	latency = flag.Duration("latency", quickstart.DefaultCreateLatency, "time the in-memory server adds to every CreateTask call (0 for none)")
-	verbose = flag.Bool("verbose", false, "show the runner's log lines")
 )
 
-func main() {
-	flag.Parse()
+func main() { exampleenv.Main("quickstart", run) }
+
+func run(ctx context.Context) error {
 	switch {
 	case *orders < 1:
 		usage("-orders must be at least 1")
@@ -49,14 +46,6 @@ func main() {
 	case *latency < 0:
 		usage("-latency must not be negative")
 	}
-	beam.Init()
-	if !*verbose {
-		quiet()
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-
 	opts := quickstart.Options{
 		Orders:        *orders,
 		Rate:          *rate,
@@ -73,23 +62,15 @@ func main() {
 			opts.ProgressWidth = w
 		}
 	}
-
 	sum, err := quickstart.Run(ctx, opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return err
 	}
 	sum.Print(os.Stdout)
+	return nil
 }
 
 func usage(msg string) {
 	fmt.Fprintf(os.Stderr, "quickstart: %s (see -help)\n", msg)
 	os.Exit(2)
-}
-
-// quiet keeps the runner's informational logs off the terminal so the progress stays
-// readable; warnings and errors still show.
-func quiet() {
-	log.LogLevel = "warn"
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }

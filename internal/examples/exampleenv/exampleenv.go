@@ -9,9 +9,11 @@ package exampleenv
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"sort"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
@@ -21,19 +23,38 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // Runner runs a pipeline and returns its result, whose metrics the examples print. Programs
 // pass beamx.RunWithMetrics (the runner chosen by Beam's --runner flag); tests pass a
 // function around ptest.RunWithMetrics.
 type Runner func(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error)
+
+var verbose = flag.Bool("verbose", false, "show the runner's log lines")
+
+// Main is the body of every example's main function: it parses the flags, initialises Beam,
+// keeps the runner's log lines quiet unless --verbose is given, runs run with a context that
+// Ctrl-C cancels, and exits with status 1 and the error, prefixed by name, when run fails.
+func Main(name string, run func(ctx context.Context) error) {
+	flag.Parse()
+	beam.Init()
+	if !*verbose {
+		Quiet()
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	err := run(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
+}
 
 // Quiet keeps the runner's informational log lines (prism's job progress, the SDK's INFO
 // lines) off stderr, so that an example's own output stands out. Warnings and errors still
@@ -46,11 +67,7 @@ func Quiet() {
 // EmulatorOptions are the client options for an emulator at endpoint ("host:port"): a
 // plaintext connection without credentials. Never use them for the production service.
 func EmulatorOptions(endpoint string) []option.ClientOption {
-	return []option.ClientOption{
-		option.WithEndpoint(endpoint),
-		option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-	}
+	return gcpconn.EmulatorOptions(endpoint)
 }
 
 // CloudTasks is the Cloud Tasks emulator an example runs against.
