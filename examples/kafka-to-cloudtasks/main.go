@@ -1,0 +1,52 @@
+// Command kafka-to-cloudtasks is a template pipeline that turns records into Google Cloud
+// Tasks: one task per record, the record's value as the body. It reads Kafka through Beam's
+// cross-language Kafka read, or files (--input) or stdin for local runs, and runs on any Beam
+// runner through Beam's standard flags (--runner, --endpoint, --project, ...).
+//
+// Local run against the bundled emulator, on the prism runner (the default):
+//
+//	go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator -port 8123 \
+//	    -queue projects/my-project/locations/us-central1/queues/orders &
+//	go run ./examples/kafka-to-cloudtasks --input orders.jsonl --format json \
+//	    --task_id_field id \
+//	    --sink project=my-project --sink location=us-central1 --sink queue=orders \
+//	    --sink http.url=http://127.0.0.1:8080/orders --sink emulator-endpoint=127.0.0.1:8123
+//
+// Kafka on Flink:
+//
+//	go run ./examples/kafka-to-cloudtasks --runner flink --endpoint localhost:8099 \
+//	    --environment_type LOOPBACK --expansion_addr localhost:8097 \
+//	    --kafka_bootstrap_servers kafka:9092 --kafka_topics orders --format json \
+//	    --sink project=my-project --sink location=us-central1 --sink queue=orders \
+//	    --sink http.url=https://orders.example.com/tasks
+//
+// docs/template.md describes every flag; docs/options.md every --sink key.
+package main
+
+import (
+	"context"
+	"flag"
+	"os"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/template"
+)
+
+func main() {
+	opts := template.RegisterFlags(flag.CommandLine)
+	flag.Parse()
+	beam.Init()
+
+	ctx := context.Background()
+	opts.Stdin = os.Stdin
+	p, s := beam.NewPipelineWithRoot()
+	if err := template.Build(s, *opts); err != nil {
+		log.Exitf(ctx, "kafka-to-cloudtasks: %v", err)
+	}
+	if err := beamx.Run(ctx, p); err != nil {
+		log.Exitf(ctx, "kafka-to-cloudtasks: the pipeline failed: %v", err)
+	}
+}

@@ -1,0 +1,152 @@
+package template
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+)
+
+// recordSpec says how record values are read. It is plain data, shipped inside the DoFns.
+type recordSpec struct {
+	JSON              bool
+	TaskIDField       string
+	URLField          string
+	ScheduleTimeField string
+	OnFailure         cloudtasksio.FailurePolicy
+	Destination       string // the queue path, for dead letters
+}
+
+// record is what a value yields, before it becomes the element type of its target family.
+type record struct {
+	value        []byte
+	key          string
+	url          string
+	scheduleTime time.Time
+}
+
+// read checks a value and picks the configured fields out of it. The error text names the
+// field and what was wrong with it, never the value.
+func (spec *recordSpec) read(value []byte) (record, error) {
+	rec := record{value: value}
+	if !spec.JSON {
+		return rec, nil
+	}
+	if spec.TaskIDField == "" && spec.URLField == "" && spec.ScheduleTimeField == "" {
+		if !json.Valid(value) {
+			return rec, fmt.Errorf("the value is not valid JSON")
+		}
+		return rec, nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(value, &fields); err != nil {
+		if json.Valid(value) {
+			return rec, fmt.Errorf("the value is not a JSON object")
+		}
+		return rec, fmt.Errorf("the value is not valid JSON")
+	}
+	if name := spec.TaskIDField; name != "" {
+		raw, ok := fields[name]
+		if !ok || isNull(raw) {
+			return rec, fmt.Errorf("task id field %q is missing", name)
+		}
+		var s string
+		switch {
+		case json.Unmarshal(raw, &s) == nil:
+		case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+			s = string(raw) // a number: its JSON text
+		default:
+			return rec, fmt.Errorf("task id field %q is not a string or a number", name)
+		}
+		if s == "" {
+			return rec, fmt.Errorf("task id field %q is empty", name)
+		}
+		rec.key = s
+	}
+	if name := spec.URLField; name != "" {
+		if raw, ok := fields[name]; ok && !isNull(raw) {
+			if err := json.Unmarshal(raw, &rec.url); err != nil {
+				return rec, fmt.Errorf("url field %q is not a string", name)
+			}
+		}
+	}
+	if name := spec.ScheduleTimeField; name != "" {
+		if raw, ok := fields[name]; ok && !isNull(raw) {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return rec, fmt.Errorf("schedule time field %q is not a string", name)
+			}
+			t, err := time.Parse(time.RFC3339, s)
+			if err != nil {
+				return rec, fmt.Errorf("schedule time field %q is not an RFC 3339 time such as 2026-05-01T09:30:00Z", name)
+			}
+			rec.scheduleTime = t
+		}
+	}
+	return rec, nil
+}
+
+func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
+
+// reject applies the failure policy to a value that could not be read: the error fails the
+// bundle, a warning is logged, or a dead letter is emitted.
+func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, why error, dead func(deadletter.FailedElement)) error {
+	rejected.Inc(ctx, 1)
+	switch spec.OnFailure {
+	case cloudtasksio.LogAndDrop:
+		log.Warnf(ctx, "kafka-to-cloudtasks: dropping a record: %v", why)
+		return nil
+	case cloudtasksio.DeadLetter:
+		dead(deadletter.FailedElement{
+			Connector:   "cloudtasks",
+			Destination: spec.Destination,
+			Code:        "SERIALIZATION",
+			Error:       "kafka-to-cloudtasks: " + why.Error(),
+		})
+		return nil
+	}
+	return fmt.Errorf("kafka-to-cloudtasks: a record cannot become a task: %w (see --on_failure)", why)
+}
+
+// httpRecordFn reads values into HTTPRecords; values it cannot read go to the failure policy.
+type httpRecordFn struct {
+	Spec     recordSpec
+	rejected beam.Counter
+}
+
+func (f *httpRecordFn) Setup() { f.rejected = beam.NewCounter(MetricsNamespace, "recordsRejected") }
+
+func (f *httpRecordFn) ProcessElement(ctx context.Context, value []byte, emit func(HTTPRecord), dead func(deadletter.FailedElement)) error {
+	rec, err := f.Spec.read(value)
+	if err != nil {
+		return f.Spec.reject(ctx, f.rejected, err, dead)
+	}
+	emit(HTTPRecord{Value: rec.value, Key: rec.key, URL: rec.url, ScheduleTime: rec.scheduleTime})
+	return nil
+}
+
+// appEngineRecordFn is httpRecordFn for App Engine targets; the URL field is the relative URI.
+type appEngineRecordFn struct {
+	Spec     recordSpec
+	rejected beam.Counter
+}
+
+func (f *appEngineRecordFn) Setup() {
+	f.rejected = beam.NewCounter(MetricsNamespace, "recordsRejected")
+}
+
+func (f *appEngineRecordFn) ProcessElement(ctx context.Context, value []byte, emit func(AppEngineRecord), dead func(deadletter.FailedElement)) error {
+	rec, err := f.Spec.read(value)
+	if err != nil {
+		return f.Spec.reject(ctx, f.rejected, err, dead)
+	}
+	emit(AppEngineRecord{Value: rec.value, Key: rec.key, RelativeURI: rec.url, ScheduleTime: rec.scheduleTime})
+	return nil
+}

@@ -1,0 +1,497 @@
+// Package template is the pipeline of the Kafka-to-Cloud-Tasks template
+// (examples/kafka-to-cloudtasks): it reads records from Kafka (through Beam's cross-language
+// Kafka read), from local files or from stdin, and writes one Cloud Task per record with
+// cloudtasksio. Each record's value becomes the task's body unchanged; with JSON records, named
+// fields of the value can supply the task id, the URL and the schedule time.
+//
+// It is a library so that the same pipeline can be built by the template's main and by the
+// integration tests.
+// docs/template.md is the user guide.
+package template
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem"
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// inputs
+	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/xlang/kafkaio"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeOf((*HTTPRecord)(nil)).Elem())
+	beam.RegisterType(reflect.TypeOf((*AppEngineRecord)(nil)).Elem())
+	register.DoFn4x1[context.Context, []byte, func(HTTPRecord), func(deadletter.FailedElement), error](&httpRecordFn{})
+	register.DoFn4x1[context.Context, []byte, func(AppEngineRecord), func(deadletter.FailedElement), error](&appEngineRecordFn{})
+	register.Emitter1[HTTPRecord]()
+	register.Emitter1[AppEngineRecord]()
+	register.Emitter1[deadletter.FailedElement]()
+	register.Emitter1[[]byte]()
+	register.Function1x2(httpRecordKey)
+	register.Function1x2(appEngineRecordKey)
+	register.Function2x1(kafkaValue)
+	register.Function2x0(lineBytes)
+}
+
+// Values of Options.Format.
+const (
+	// FormatRaw sends each value as the body, bytes as they are (the default).
+	FormatRaw = "raw"
+	// FormatJSON requires each value to be one JSON document, sends it unchanged as the body
+	// with Content-Type application/json (unless a Content-Type header is configured), and
+	// lets the field options pick task metadata out of it.
+	FormatJSON = "json"
+)
+
+// Values of Options.OnFailure.
+const (
+	// OnFailureFail fails the bundle (and so, on prism and Flink, the job): the default.
+	OnFailureFail = "fail"
+	// OnFailureLogAndDrop logs one warning per rejected record and drops it.
+	OnFailureLogAndDrop = "log-and-drop"
+	// OnFailureDeadLetter publishes rejected records to Options.DeadLetterTopic.
+	OnFailureDeadLetter = "dead-letter"
+)
+
+// MetricsNamespace is the Beam metrics namespace of the template's own counters:
+// recordsRejected counts records whose value could not be read (not JSON, a field of the wrong
+// type), whatever the failure policy does with them.
+const MetricsNamespace = "kafka-to-cloudtasks"
+
+// Options configure the template. The flags of RegisterFlags fill them.
+type Options struct {
+	// Sink holds the cloudtasksio option keys (docs/options.md), for example "project",
+	// "http.url" or "sink.recovery.max-attempts". Its "format" may be left out or be "raw":
+	// the body is always the record's value.
+	Sink map[string]string
+	// Format says what the record values are: FormatRaw (the default) or FormatJSON.
+	Format string
+	// TaskIDField names a top-level field of JSON values whose value (a string, or a number
+	// taken as its JSON text) is the task's deduplication key: the task is named
+	// cloudtasksio.TaskID(key), so a record seen again is created once. A record without it is
+	// rejected. Empty: tasks are not named.
+	TaskIDField string
+	// URLField names a top-level string field of JSON values holding the task's URL (for an
+	// App Engine target, its relative URI). A record without it uses http.url
+	// (app-engine.relative-uri).
+	URLField string
+	// ScheduleTimeField names a top-level field of JSON values holding an RFC 3339 time
+	// ("2026-05-01T09:30:00Z") at which the task is dispatched. A record without it is
+	// dispatched as soon as the queue allows.
+	ScheduleTimeField string
+
+	// Input is a file pattern (textio glob, for example "/data/orders-*.jsonl" or
+	// "gs://bucket/in/*") of files with one record per line. Empty lines are skipped.
+	Input string
+	// Stdin supplies records, one per line, when neither Input nor Kafka is set. It is read
+	// completely while the pipeline is built.
+	Stdin io.Reader
+	// Kafka reads records from Kafka when Kafka.BootstrapServers is set.
+	Kafka KafkaOptions
+
+	// OnFailure decides what happens to a record that cannot become a task (its value cannot
+	// be read, the task is invalid, Cloud Tasks rejects it as INVALID_ARGUMENT): OnFailureFail,
+	// OnFailureLogAndDrop or OnFailureDeadLetter. Empty means OnFailureDeadLetter when
+	// DeadLetterTopic is set and OnFailureFail otherwise.
+	OnFailure string
+	// DeadLetterTopic is the Pub/Sub topic ("projects/P/topics/T") that receives rejected
+	// records as deadletter.FailedElement messages. It must exist.
+	DeadLetterTopic string
+	// DeadLetterEmulatorEndpoint points the dead-letter publisher at a Pub/Sub emulator
+	// ("host:port"). Without it the publisher uses the sink's service-account-key-file, or
+	// application-default credentials.
+	DeadLetterEmulatorEndpoint string
+}
+
+// KafkaOptions select Beam's cross-language Kafka read, which runs in Java: the runner must
+// support cross-language transforms (Flink and Dataflow do; so does prism with a Java SDK
+// harness), and an expansion service must be reachable while the pipeline is built.
+type KafkaOptions struct {
+	// ExpansionAddr is the "host:port" of the Java IO expansion service
+	// (beam-sdks-java-io-expansion-service). Empty lets Beam download and start it, which
+	// needs Java and network access.
+	ExpansionAddr string
+	// BootstrapServers is Kafka's bootstrap.servers list ("host:9092,host2:9092").
+	BootstrapServers string
+	// Topics are the topics to read.
+	Topics []string
+	// ConsumerConfig are extra Kafka consumer properties (for example group.id or
+	// auto.offset.reset).
+	ConsumerConfig map[string]string
+	// MaxNumRecords stops reading after this many records (0: unbounded).
+	MaxNumRecords int64
+	// MaxReadSecs stops reading after this many seconds (0: unbounded).
+	MaxReadSecs int64
+}
+
+// RegisterFlags defines the template's flags on fs and returns the Options they fill when fs
+// is parsed. The flags are:
+//
+//	--sink key=value            a cloudtasksio option (repeat; see docs/options.md)
+//	--format raw|json           what record values are (default raw)
+//	--task_id_field NAME        JSON field holding the deduplication key
+//	--url_field NAME            JSON field holding the URL (App Engine: relative URI)
+//	--schedule_time_field NAME  JSON field holding an RFC 3339 schedule time
+//	--input GLOB                local or gs:// files, one record per line
+//	--kafka_bootstrap_servers   Kafka bootstrap servers: read from Kafka
+//	--kafka_topics a,b          Kafka topics
+//	--kafka_consumer_config k=v extra consumer property (repeat)
+//	--kafka_max_records N       stop after N records
+//	--kafka_max_read_secs N     stop after N seconds
+//	--expansion_addr host:port  Java expansion service for the Kafka read
+//	--on_failure POLICY         fail | log-and-drop | dead-letter
+//	--dead_letter_topic T       Pub/Sub topic for rejected records
+//	--dead_letter_emulator_endpoint host:port  Pub/Sub emulator for the dead letters
+//
+// Without --input and Kafka the records come from stdin.
+func RegisterFlags(fs *flag.FlagSet) *Options {
+	o := &Options{Sink: map[string]string{}, Kafka: KafkaOptions{ConsumerConfig: map[string]string{}}}
+	fs.Var(keyValues(o.Sink), "sink", "a Cloud Tasks sink option as key=value (repeat the flag); see docs/options.md")
+	fs.StringVar(&o.Format, "format", FormatRaw, "what record values are: raw (sent as they are) or json (one JSON document, sent unchanged)")
+	fs.StringVar(&o.TaskIDField, "task_id_field", "", "top-level JSON field whose value is the task's deduplication key (needs --format json)")
+	fs.StringVar(&o.URLField, "url_field", "", "top-level JSON field holding the task URL, or the relative URI for App Engine (needs --format json)")
+	fs.StringVar(&o.ScheduleTimeField, "schedule_time_field", "", "top-level JSON field holding an RFC 3339 schedule time (needs --format json)")
+	fs.StringVar(&o.Input, "input", "", "file pattern of the input, one record per line; without it and without Kafka, stdin is read")
+	fs.StringVar(&o.Kafka.BootstrapServers, "kafka_bootstrap_servers", "", "Kafka bootstrap.servers; setting it reads records from Kafka")
+	fs.Var((*commaList)(&o.Kafka.Topics), "kafka_topics", "comma-separated Kafka topics to read")
+	fs.Var(keyValues(o.Kafka.ConsumerConfig), "kafka_consumer_config", "an extra Kafka consumer property as key=value (repeat the flag)")
+	fs.Int64Var(&o.Kafka.MaxNumRecords, "kafka_max_records", 0, "stop reading Kafka after this many records (0: unbounded)")
+	fs.Int64Var(&o.Kafka.MaxReadSecs, "kafka_max_read_secs", 0, "stop reading Kafka after this many seconds (0: unbounded)")
+	fs.StringVar(&o.Kafka.ExpansionAddr, "expansion_addr", "", "host:port of the Java IO expansion service for the Kafka read (empty: Beam starts one)")
+	fs.StringVar(&o.OnFailure, "on_failure", "", "what to do with a record that cannot become a task: fail, log-and-drop or dead-letter (default: dead-letter with --dead_letter_topic, else fail)")
+	fs.StringVar(&o.DeadLetterTopic, "dead_letter_topic", "", "Pub/Sub topic projects/P/topics/T for rejected records")
+	fs.StringVar(&o.DeadLetterEmulatorEndpoint, "dead_letter_emulator_endpoint", "", "host:port of a Pub/Sub emulator for the dead-letter topic")
+	return o
+}
+
+// keyValues is a repeatable key=value flag filling a map. A key given twice is an error.
+type keyValues map[string]string
+
+func (kv keyValues) String() string {
+	keys := make([]string, 0, len(kv))
+	for k := range kv {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",") // keys only: values may be secrets (headers)
+}
+
+func (kv keyValues) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return errors.New("want key=value")
+	}
+	if _, dup := kv[k]; dup {
+		return fmt.Errorf("key %q is given twice", k)
+	}
+	kv[k] = v
+	return nil
+}
+
+// commaList is a flag holding a comma-separated list.
+type commaList []string
+
+func (c *commaList) String() string { return strings.Join(*c, ",") }
+
+func (c *commaList) Set(s string) error {
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*c = append(*c, part)
+		}
+	}
+	return nil
+}
+
+// HTTPRecord is the element the template writes to an HTTP target: the record's value as the
+// raw body, plus the metadata read from it.
+type HTTPRecord struct {
+	// Value is the body.
+	Value []byte `json:"value"`
+	// Key is the deduplication key (with Options.TaskIDField); it is not part of the body.
+	Key string `json:"-"`
+	// URL overrides http.url when not empty.
+	URL string `cloudtasks:"url"`
+	// ScheduleTime delays dispatch; zero means now.
+	ScheduleTime time.Time `cloudtasks:"schedule-time"`
+}
+
+// AppEngineRecord is HTTPRecord for an App Engine target.
+type AppEngineRecord struct {
+	// Value is the body.
+	Value []byte `json:"value"`
+	// Key is the deduplication key (with Options.TaskIDField); it is not part of the body.
+	Key string `json:"-"`
+	// RelativeURI overrides app-engine.relative-uri when not empty.
+	RelativeURI string `cloudtasks:"relative-uri"`
+	// ScheduleTime delays dispatch; zero means now.
+	ScheduleTime time.Time `cloudtasks:"schedule-time"`
+}
+
+// httpRecordKey and appEngineRecordKey are the sink's TaskIDFn: the key read from the record
+// (the record reader rejects records without one, so it is never empty here).
+func httpRecordKey(r HTTPRecord) (string, error)           { return r.Key, nil }
+func appEngineRecordKey(r AppEngineRecord) (string, error) { return r.Key, nil }
+
+// kafkaValue drops the Kafka record key.
+func kafkaValue(_, value []byte) []byte { return value }
+
+// lineBytes turns a text line into a record, dropping a CR left by CRLF line ends and skipping
+// empty lines.
+func lineBytes(line string, emit func([]byte)) {
+	line = strings.TrimSuffix(line, "\r")
+	if line != "" {
+		emit([]byte(line))
+	}
+}
+
+// Build adds the template's pipeline to s: the source, the record reader and the Cloud Tasks
+// sink (plus the dead-letter publisher). Every configuration error is returned here, naming
+// the flag or option key at fault; nothing is checked later on a worker.
+func Build(s beam.Scope, o Options) error {
+	cfg, spec, err := configure(o)
+	if err != nil {
+		return err
+	}
+	values, err := source(s, o)
+	if err != nil {
+		return err
+	}
+	var records, rejected beam.PCollection
+	if cfg.AppEngine != nil {
+		records, rejected = beam.ParDo2(s.Scope("ReadRecords"), &appEngineRecordFn{Spec: spec}, values)
+	} else {
+		records, rejected = beam.ParDo2(s.Scope("ReadRecords"), &httpRecordFn{Spec: spec}, values)
+	}
+	deadLetters, err := cloudtasksio.TryWrite(s, cfg, records)
+	if err != nil {
+		return err
+	}
+	if cfg.OnFailure != cloudtasksio.DeadLetter {
+		return nil
+	}
+	all := beam.Flatten(s, deadLetters, rejected)
+	pub := deadletter.DefaultPubSubConfig(o.DeadLetterTopic)
+	pub.EmulatorEndpoint = o.DeadLetterEmulatorEndpoint
+	if pub.EmulatorEndpoint == "" {
+		pub.ServiceAccountKeyFile = cfg.ServiceAccountKeyFile
+	}
+	if err := deadletter.TryToPubSub(s, pub, all); err != nil {
+		return fmt.Errorf("--dead_letter_topic: %w", err)
+	}
+	return nil
+}
+
+// configure checks the options and returns the sink configuration and the record reader's.
+func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
+	var spec recordSpec
+	cfg, err := cloudtasksio.ConfigFromOptions(o.Sink)
+	if err != nil {
+		return cfg, spec, fmt.Errorf("--sink: %w", err)
+	}
+	spec.Destination = cfg.Queue.Path()
+
+	switch o.Format {
+	case FormatRaw, "":
+		spec.JSON = false
+		for _, f := range []struct{ flag, value string }{
+			{"--task_id_field", o.TaskIDField}, {"--url_field", o.URLField}, {"--schedule_time_field", o.ScheduleTimeField},
+		} {
+			if f.value != "" {
+				return cfg, spec, fmt.Errorf("%s reads a field of JSON records: it needs --format json", f.flag)
+			}
+		}
+	case FormatJSON:
+		spec.JSON = true
+	default:
+		return cfg, spec, fmt.Errorf("--format %q is not accepted; accepted: raw, json", o.Format)
+	}
+	spec.TaskIDField, spec.URLField, spec.ScheduleTimeField = o.TaskIDField, o.URLField, o.ScheduleTimeField
+
+	// The body is always the record's value, so the only body format is raw.
+	var bodyFormat *formats.Format
+	var headers *map[string]string
+	if cfg.HTTP != nil {
+		bodyFormat, headers = &cfg.HTTP.Body, &cfg.HTTP.Headers
+		if cfg.HTTP.URL == "" && o.URLField == "" {
+			return cfg, spec, errors.New("no task URL: set --sink http.url=<absolute URL> or --url_field")
+		}
+	} else {
+		bodyFormat, headers = &cfg.AppEngine.Body, &cfg.AppEngine.Headers
+	}
+	switch bodyFormat.Name {
+	case "":
+		*bodyFormat = formats.Raw()
+	case formats.NameRaw:
+	default:
+		return cfg, spec, fmt.Errorf("--sink format=%s: the template sends each record's value unchanged, so the sink format must be raw or left out (use --format json for JSON records)", bodyFormat.Name)
+	}
+	if spec.JSON && !hasHeader(*headers, "Content-Type") {
+		h := map[string]string{"Content-Type": "application/json"}
+		for k, v := range *headers {
+			h[k] = v
+		}
+		*headers = h
+	}
+
+	if o.TaskIDField != "" {
+		if cfg.AppEngine != nil {
+			cfg.TaskIDFn = appEngineRecordKey
+		} else {
+			cfg.TaskIDFn = httpRecordKey
+		}
+	}
+
+	policy := o.OnFailure
+	if policy == "" {
+		policy = OnFailureFail
+		if o.DeadLetterTopic != "" {
+			policy = OnFailureDeadLetter
+		}
+	}
+	switch policy {
+	case OnFailureFail:
+		cfg.OnFailure = cloudtasksio.FailBundle
+	case OnFailureLogAndDrop:
+		cfg.OnFailure = cloudtasksio.LogAndDrop
+	case OnFailureDeadLetter:
+		cfg.OnFailure = cloudtasksio.DeadLetter
+		if o.DeadLetterTopic == "" {
+			return cfg, spec, errors.New("--on_failure dead-letter needs --dead_letter_topic")
+		}
+	default:
+		return cfg, spec, fmt.Errorf("--on_failure %q is not accepted; accepted: fail, log-and-drop, dead-letter", o.OnFailure)
+	}
+	if o.DeadLetterTopic != "" && cfg.OnFailure != cloudtasksio.DeadLetter {
+		return cfg, spec, fmt.Errorf("--dead_letter_topic is set but --on_failure is %s; use dead-letter or leave --on_failure out", policy)
+	}
+	if o.DeadLetterEmulatorEndpoint != "" && o.DeadLetterTopic == "" {
+		return cfg, spec, errors.New("--dead_letter_emulator_endpoint needs --dead_letter_topic")
+	}
+	spec.OnFailure = cfg.OnFailure
+	return cfg, spec, nil
+}
+
+func hasHeader(headers map[string]string, name string) bool {
+	for k := range headers {
+		if strings.EqualFold(k, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// source returns the record values as a PCollection<[]byte>.
+func source(s beam.Scope, o Options) (beam.PCollection, error) {
+	kafka := o.Kafka.BootstrapServers != "" || len(o.Kafka.Topics) > 0
+	switch {
+	case kafka && o.Input != "":
+		return beam.PCollection{}, errors.New("--input and --kafka_bootstrap_servers select different sources; give one")
+	case kafka:
+		return kafkaSource(s, o.Kafka)
+	case o.Input != "":
+		if err := validateScheme(o.Input); err != nil {
+			return beam.PCollection{}, err
+		}
+		return beam.ParDo(s.Scope("Lines"), lineBytes, textio.Read(s, o.Input)), nil
+	case o.Stdin != nil:
+		lines, err := readLines(o.Stdin)
+		if err != nil {
+			return beam.PCollection{}, fmt.Errorf("reading stdin: %w", err)
+		}
+		return beam.CreateList(s, lines), nil
+	}
+	return beam.PCollection{}, errors.New("no input: give --input, --kafka_bootstrap_servers or records on stdin")
+}
+
+// validateScheme reports an input pattern whose file system (scheme) is not linked in.
+func validateScheme(pattern string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("--input: %v", r)
+		}
+	}()
+	filesystem.ValidateScheme(pattern)
+	return nil
+}
+
+// maxLineBytes bounds one stdin record; Cloud Tasks takes tasks of at most 100 KiB anyway.
+const maxLineBytes = 1 << 20
+
+func readLines(r io.Reader) ([][]byte, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
+	lines := [][]byte{}
+	for sc.Scan() {
+		line := strings.TrimSuffix(sc.Text(), "\r")
+		if line != "" {
+			lines = append(lines, []byte(line))
+		}
+	}
+	return lines, sc.Err()
+}
+
+func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error) {
+	if k.BootstrapServers == "" {
+		return col, errors.New("--kafka_topics needs --kafka_bootstrap_servers")
+	}
+	if len(k.Topics) == 0 {
+		return col, errors.New("--kafka_bootstrap_servers needs --kafka_topics")
+	}
+	if k.MaxNumRecords < 0 || k.MaxReadSecs < 0 {
+		return col, errors.New("--kafka_max_records and --kafka_max_read_secs must not be negative")
+	}
+	// kafkaio's option type is unexported; the slice takes its type from the first option
+	// (an empty consumer configuration adds nothing).
+	readOpts := sliceOf(kafkaio.ConsumerConfigs(k.ConsumerConfig))
+	if k.MaxNumRecords > 0 {
+		readOpts = append(readOpts, kafkaio.MaxNumRecords(k.MaxNumRecords))
+	}
+	if k.MaxReadSecs > 0 {
+		readOpts = append(readOpts, kafkaio.MaxReadSecs(k.MaxReadSecs))
+	}
+	// The cross-language expansion panics when the expansion service fails; report it instead.
+	// The panic text quotes the whole expansion request, consumer properties (which may hold
+	// credentials) included, so only its first line (what was tried where) and its last (the
+	// root cause) are kept.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", firstAndLastLine(fmt.Sprint(r)))
+		}
+	}()
+	kvs := kafkaio.Read(s, k.ExpansionAddr, k.BootstrapServers, k.Topics, readOpts...)
+	return beam.ParDo(s.Scope("KafkaValues"), kafkaValue, kvs), nil
+}
+
+func firstAndLastLine(text string) string {
+	var lines []string
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	switch len(lines) {
+	case 0:
+		return "no details"
+	case 1:
+		return lines[0]
+	}
+	return lines[0] + " ... " + lines[len(lines)-1]
+}
+
+func sliceOf[T any](xs ...T) []T { return xs }

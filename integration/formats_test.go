@@ -1,0 +1,161 @@
+package integration
+
+import (
+	"path"
+	"reflect"
+	"testing"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// These tests write one element per body format through cloudtasksio.Write on prism, with the
+// sink configured from flat option keys (as a template would), and compare the body and
+// Content-Type that the server stored byte for byte.
+
+func init() {
+	for _, t := range []any{fmtJSONOrder{}, fmtFormOrder{}, fmtCSVOrder{}, fmtRawOrder{}, fmtAvroOrder{}} {
+		beam.RegisterType(reflect.TypeOf(t))
+	}
+}
+
+// fmtJSONOrder has a metadata field that must stay out of the body.
+type fmtJSONOrder struct {
+	ID     string  `json:"id"`
+	Amount float64 `json:"amount"`
+	Note   string  `json:"note,omitempty"`
+	Key    string  `cloudtasks:"task-id"`
+}
+
+// fmtFormOrder covers the reference's form vectors: UTF-8 and '+', '&' and '=' in values,
+// a repeated field, an empty value, a nil field and a name with brackets and dots.
+type fmtFormOrder struct {
+	Note    string   `json:"note"`
+	Tags    []string `json:"tags"`
+	Empty   string   `json:"empty"`
+	Missing *string  `json:"missing"`
+	Nested  string   `json:"item[0].sku"`
+}
+
+// fmtCSVOrder covers the null literal, a custom delimiter and quoting.
+type fmtCSVOrder struct {
+	ID     string  `json:"id"`
+	Note   *string `json:"note"`
+	Amount int     `json:"amount"`
+	Text   string  `json:"text"`
+}
+
+// fmtRawOrder sends bytes as they are, to a URL of its own.
+type fmtRawOrder struct {
+	Data []byte `json:"data"`
+	URL  string `cloudtasks:"url"`
+}
+
+// fmtAvroOrder matches fmtAvroSchema.
+type fmtAvroOrder struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	Paid   bool   `json:"paid"`
+}
+
+const fmtAvroSchema = `{"type":"record","name":"Order","fields":[` +
+	`{"name":"id","type":"string"},{"name":"amount","type":"long"},{"name":"paid","type":"boolean"}]}`
+
+const fmtURL = "http://127.0.0.1:1/orders"
+
+// writeOneWithOptions writes elem with the sink built from the option keys (plus the queue and
+// emulator keys) and returns the one task the server stored.
+func writeOneWithOptions(t *testing.T, options map[string]string, elem any) *cloudtaskspb.Task {
+	t.Helper()
+	needsCloudtaskstest(t, "WithoutDispatch and stored task bodies")
+	b := newBackend(t, cloudtaskstest.WithoutDispatch())
+	q := b.newQueue(t, nil)
+	opts := map[string]string{
+		"project": q.Project, "location": q.Location, "queue": q.Name,
+		"emulator-endpoint": b.Addr, "http.url": fmtURL,
+	}
+	for k, v := range options {
+		opts[k] = v
+	}
+	cfg, err := cloudtasksio.ConfigFromOptions(opts)
+	require.NoError(t, err)
+
+	p, s := beam.NewPipelineWithRoot()
+	cloudtasksio.Write(s, cfg, beam.Create(s, elem))
+	require.NoError(t, ptest.Run(p))
+
+	tasks := b.Server.Tasks(q.Path())
+	require.Len(t, tasks, 1)
+	return tasks[0]
+}
+
+func TestFormatJSONBodyOnPrism(t *testing.T) {
+	task := writeOneWithOptions(t, map[string]string{
+		"format": "json", "http.headers.Content-Type": "application/json",
+	}, fmtJSONOrder{ID: "A-1", Amount: 12.5, Note: "<b>&", Key: "order-A-1"})
+
+	req := task.GetHttpRequest()
+	assert.Equal(t, `{"id":"A-1","amount":12.5,"note":"\u003cb\u003e\u0026"}`, string(req.GetBody()))
+	assert.Equal(t, "application/json", req.GetHeaders()["Content-Type"])
+	assert.Equal(t, cloudtasksio.TaskID("order-A-1"), path.Base(task.GetName()), "the task-id field names the task")
+}
+
+func TestFormatFormURLEncodedBodyOnPrism(t *testing.T) {
+	task := writeOneWithOptions(t, map[string]string{"format": "form-urlencoded"},
+		fmtFormOrder{Note: "東京 + pickup", Tags: []string{"a&b", "c=d"}, Empty: "", Nested: "x y*"})
+
+	req := task.GetHttpRequest()
+	assert.Equal(t, "note=%E6%9D%B1%E4%BA%AC+%2B+pickup&tags=a%26b&tags=c%3Dd&empty=&item%5B0%5D.sku=x+y*", string(req.GetBody()))
+	assert.Equal(t, formats.FormContentType, req.GetHeaders()["Content-Type"], "the format sets its Content-Type itself")
+}
+
+func TestFormatCSVBodyOnPrism(t *testing.T) {
+	task := writeOneWithOptions(t, map[string]string{
+		"format": "csv", "csv.field-delimiter": ";", "csv.null-literal": "NULL",
+		"http.headers.Content-Type": "text/csv",
+	}, fmtCSVOrder{ID: "A-1", Amount: 42, Text: `x;"y"`})
+
+	req := task.GetHttpRequest()
+	assert.Equal(t, `A-1;NULL;42;"x;""y"""`, string(req.GetBody()))
+	assert.Equal(t, "text/csv", req.GetHeaders()["Content-Type"])
+}
+
+func TestFormatRawBodyOnPrism(t *testing.T) {
+	data := []byte{0x00, 0xff, 'h', 'i', '\n', 0xc3}
+	task := writeOneWithOptions(t, map[string]string{
+		"format": "raw", "http.headers.Content-Type": "application/octet-stream",
+	}, fmtRawOrder{Data: data, URL: "http://127.0.0.1:1/raw"})
+
+	req := task.GetHttpRequest()
+	assert.Equal(t, data, req.GetBody(), "bytes as given, invalid UTF-8 included")
+	assert.Equal(t, "application/octet-stream", req.GetHeaders()["Content-Type"])
+	assert.Equal(t, "http://127.0.0.1:1/raw", req.GetUrl(), "the url field overrides http.url")
+}
+
+func TestFormatAvroBodyOnPrism(t *testing.T) {
+	task := writeOneWithOptions(t, map[string]string{
+		"format": "avro", "avro.schema": fmtAvroSchema, "http.headers.Content-Type": "avro/binary",
+	}, fmtAvroOrder{ID: "a1", Amount: 42, Paid: true})
+
+	req := task.GetHttpRequest()
+	// Avro binary: string = zig-zag length 2 (0x04) + bytes, long 42 = zig-zag 84 (0x54),
+	// boolean true = 0x01.
+	assert.Equal(t, []byte{0x04, 'a', '1', 0x54, 0x01}, req.GetBody())
+	assert.Equal(t, "avro/binary", req.GetHeaders()["Content-Type"])
+}
+
+func TestFormatBodyIsLeftOutUnderGET(t *testing.T) {
+	task := writeOneWithOptions(t, map[string]string{"format": "json", "http.method": "get"},
+		fmtJSONOrder{ID: "A-2", Key: "order-A-2"})
+
+	req := task.GetHttpRequest()
+	assert.Empty(t, req.GetBody())
+	assert.Equal(t, "GET", req.GetHttpMethod().String())
+}
