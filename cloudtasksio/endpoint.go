@@ -14,8 +14,3 @@ func checkEndpoint(field, endpoint string) error {
 	return nil
 }
 
-// parseEndpoint is the form the option-key parser calls; it is being folded into
-// checkEndpoint.
-func parseEndpoint(field, endpoint string) (string, int, error) {
-	return "", 0, checkEndpoint(field, endpoint)
-}

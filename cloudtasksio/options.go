@@ -61,10 +61,22 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 		}
 	}
 	if o.RecoveryMaxBackoff < o.RecoveryInitialBackoff {
-		return o, fmt.Errorf("cloudtasksio: WriterOptions.RecoveryMaxBackoff %v is below RecoveryInitialBackoff %v", o.RecoveryMaxBackoff, o.RecoveryInitialBackoff)
+		return o, &backoffError{budget: "Recovery", initial: o.RecoveryInitialBackoff, max: o.RecoveryMaxBackoff}
 	}
 	if o.NotFoundRecoveryMaxBackoff < o.NotFoundRecoveryInitialBackoff {
-		return o, fmt.Errorf("cloudtasksio: WriterOptions.NotFoundRecoveryMaxBackoff %v is below NotFoundRecoveryInitialBackoff %v", o.NotFoundRecoveryMaxBackoff, o.NotFoundRecoveryInitialBackoff)
+		return o, &backoffError{budget: "NotFoundRecovery", initial: o.NotFoundRecoveryInitialBackoff, max: o.NotFoundRecoveryMaxBackoff}
 	}
 	return o, nil
+}
+
+// backoffError reports a retry budget whose maximum backoff is below its initial one. budget
+// is the field prefix: "Recovery" or "NotFoundRecovery".
+type backoffError struct {
+	budget       string
+	initial, max time.Duration
+}
+
+func (e *backoffError) Error() string {
+	return fmt.Sprintf("cloudtasksio: WriterOptions.%sMaxBackoff %v is below the initial backoff %sInitialBackoff %v",
+		e.budget, e.max, e.budget, e.initial)
 }

@@ -1,6 +1,7 @@
 package cloudtasksio
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -596,7 +597,7 @@ func (p *optionParser) client(cfg *Config) error {
 		cfg.ServiceAccountKeyFile = v
 	}
 	if v, ok := p.get(optEmulatorEndpoint); ok {
-		if _, _, err := parseEndpoint("the value", v); err != nil {
+		if err := checkEndpoint("the value", v); err != nil {
 			return optErr(optEmulatorEndpoint, "%v", strings.TrimPrefix(err.Error(), "cloudtasksio: "))
 		}
 		if cfg.ServiceAccountKeyFile != "" {
@@ -660,9 +661,7 @@ func (p *optionParser) delivery(keys []string, cfg *Config) error {
 		}
 		staged.ExpiredEnvelopePolicy = policy
 	}
-	// H - E cannot overflow (H > 0, E >= 0); subtract S only once it is known to fit.
-	left := staged.NameRetention - staged.ClockSkewAllowance
-	if left < staged.RequestTimeout || (left-staged.RequestTimeout).Truncate(time.Millisecond) < time.Millisecond {
+	if err := staged.validate(); err != nil {
 		key := optStagedNameRetention
 		for _, k := range []string{optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout} {
 			if _, ok := p.get(k); ok {
@@ -670,8 +669,8 @@ func (p *optionParser) delivery(keys []string, cfg *Config) error {
 				break
 			}
 		}
-		return optErr(key, "name retention %v minus clock skew allowance %v minus request timeout %v must leave at least 1ms to create a task (keys %s, %s, %s)",
-			staged.NameRetention, staged.ClockSkewAllowance, staged.RequestTimeout, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout)
+		return optErr(key, "%s (keys %s, %s, %s)", strings.TrimPrefix(err.Error(), "cloudtasksio: "),
+			optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout)
 	}
 	cfg.Staged = &staged
 	return nil
@@ -713,33 +712,20 @@ func (p *optionParser) writer() (WriterOptions, error) {
 			return w, err
 		}
 	}
-	d := DefaultWriterOptions()
-	for _, pair := range []struct {
-		initialKey, maxKey string
-		initial, max       time.Duration
-		defInitial, defMax time.Duration
-	}{
-		{optRecoveryInitial, optRecoveryMax, w.RecoveryInitialBackoff, w.RecoveryMaxBackoff, d.RecoveryInitialBackoff, d.RecoveryMaxBackoff},
-		{optNotFoundInitial, optNotFoundMax, w.NotFoundRecoveryInitialBackoff, w.NotFoundRecoveryMaxBackoff, d.NotFoundRecoveryInitialBackoff, d.NotFoundRecoveryMaxBackoff},
-	} {
-		initial, max := cmpOr(pair.initial, pair.defInitial), cmpOr(pair.max, pair.defMax)
-		if max < initial {
-			key := pair.maxKey
-			if pair.max == 0 {
-				key = pair.initialKey
-			}
-			return w, optErr(key, "max backoff %v (%s) is below initial backoff %v (%s); raise %s or lower %s",
-				max, pair.maxKey, initial, pair.initialKey, pair.maxKey, pair.initialKey)
+	// The values parsed above are positive, so resolve can only object to a backoff pair (and
+	// TryWrite runs it again in any case).
+	var be *backoffError
+	if _, err := w.resolve(); errors.As(err, &be) {
+		// Blame the max key when it was given, else the initial key that exceeded the default max.
+		key := map[string][2]string{"Recovery": {optRecoveryInitial, optRecoveryMax}, "NotFoundRecovery": {optNotFoundInitial, optNotFoundMax}}[be.budget]
+		blamed := key[1]
+		if _, ok := p.get(blamed); !ok {
+			blamed = key[0]
 		}
+		return w, optErr(blamed, "max backoff %v (%s) is below initial backoff %v (%s); raise %s or lower %s",
+			be.max, key[1], be.initial, key[0], key[1], key[0])
 	}
 	return w, nil
-}
-
-func cmpOr(v, def time.Duration) time.Duration {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // duration parses a Go duration; it must be positive, or not negative with allowZero.

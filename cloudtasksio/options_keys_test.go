@@ -246,7 +246,7 @@ func TestConfigFromOptionsErrorsNameTheKey(t *testing.T) {
 		{"bad staged duration", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.request-timeout": "20"}), "sink.staged.request-timeout", "Go duration"},
 		{"zero name retention", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": "0s"}), "sink.staged.name-retention", "positive"},
 		{"negative clock skew", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.clock-skew-allowance": "-1s"}), "sink.staged.clock-skew-allowance", "negative"},
-		{"no creation window", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": "5m20s"}), "sink.staged.name-retention", "at least 1ms"},
+		{"no creation window", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": "5m20s"}), "sink.staged.name-retention", "less than 1ms"},
 		{"bad staged bool", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.verify-queue-retention": "yes"}), "sink.staged.verify-queue-retention", "true, false"},
 		{"bad expired policy", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.expired-envelope-policy": "assume_committed"}), "sink.staged.expired-envelope-policy", "fail, assume-created, create-anyway, drop"},
 		{"bad int", withQueue(map[string]string{"sink.in-flight.max-tasks": "1e3"}), "sink.in-flight.max-tasks", "decimal integer"},
