@@ -13,4 +13,3 @@ func checkEndpoint(field, endpoint string) error {
 	}
 	return nil
 }
-
