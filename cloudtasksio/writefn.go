@@ -26,6 +26,9 @@ func init() {
 // connectorName is the Connector of every dead letter this sink produces.
 const connectorName = "cloudtasks"
 
+// warnf writes the LogAndDrop line; a variable so that tests can read what is logged.
+var warnf = log.Warnf
+
 // maxErrorText bounds the error text of a dead letter or a log line.
 const maxErrorText = 1024
 
@@ -165,7 +168,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	text := boundedText(ef.err.Error(), maxErrorText)
 	switch f.Spec.OnFailure {
 	case LogAndDrop:
-		log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+		warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
 	case DeadLetter:
 		fe := deadletter.FailedElement{Connector: connectorName, Destination: queue, Code: ef.code, Error: text}
 		if ef.task != nil {

@@ -1,0 +1,58 @@
+package cloudtasksio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+)
+
+func TestLogAndDropWritesOneWarningPerElementWithoutThePayload(t *testing.T) {
+	var lines []string
+	saved := warnf
+	warnf = func(_ context.Context, format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	t.Cleanup(func() { warnf = saved })
+
+	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, metrics: newSinkMetrics(false)}
+	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+		Url: "https://example.com/", Body: []byte("secret-body"), Headers: map[string]string{"Authorization": "secret-header"}}}}
+	for i := 0; i < 3; i++ {
+		f.applyPolicy(context.Background(), 0, "projects/p/locations/l/queues/q",
+			&elementFailure{code: codeInvalidArgument, task: task, err: errors.New("the service said no")})
+	}
+	require.Len(t, lines, 3)
+	for _, line := range lines {
+		assert.Contains(t, line, "projects/p/locations/l/queues/q")
+		assert.Contains(t, line, "INVALID_ARGUMENT")
+		assert.Contains(t, line, "the service said no")
+		assert.NotContains(t, line, "secret")
+	}
+	assert.NoError(t, f.firstErr, "a dropped element does not fail the bundle")
+}
+
+func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
+	type emitted struct {
+		et beam.EventTime
+		fe deadletter.FailedElement
+	}
+	var out []emitted
+	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, metrics: newSinkMetrics(false),
+		emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}
+	f.applyPolicy(context.Background(), 1234, "projects/p/locations/l/queues/q",
+		&elementFailure{code: codeSerialization, err: errors.New(strings.Repeat("x", 5000))})
+	require.Len(t, out, 1)
+	assert.Equal(t, beam.EventTime(1234), out[0].et)
+	assert.Equal(t, "cloudtasks", out[0].fe.Connector)
+	assert.Equal(t, "SERIALIZATION", out[0].fe.Code)
+	assert.Empty(t, out[0].fe.Payload, "no task was built")
+	assert.LessOrEqual(t, len(out[0].fe.Error), maxErrorText)
+	assert.Contains(t, out[0].fe.Error, "[truncated]")
+}
