@@ -18,7 +18,9 @@ import (
 func TestLogAndDropWritesOneWarningPerElementWithoutThePayload(t *testing.T) {
 	var lines []string
 	saved := warnf
-	warnf = func(_ context.Context, format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	warnf = func(_ context.Context, format string, args ...any) {
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}
 	t.Cleanup(func() { warnf = saved })
 
 	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, metrics: newSinkMetrics(false)}
