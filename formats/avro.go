@@ -246,15 +246,15 @@ func nestedFields(t reflect.Type, path string) ([]Field, error) {
 	var fields []Field
 	for i := range t.NumField() {
 		sf := t.Field(i)
-		if !sf.IsExported() {
-			continue
-		}
 		name, skip := bodyName(sf.Name, sf.Tag.Get("json"))
 		if skip {
 			continue
 		}
-		if sf.Anonymous {
+		if embeddedStruct(sf) {
 			return nil, fmt.Errorf("%s: embedded field %s is not supported; give the field a name", path, sf.Name)
+		}
+		if !sf.IsExported() {
+			continue
 		}
 		fields = append(fields, Field{Name: name, GoName: sf.Name, Index: i, Type: sf.Type})
 	}

@@ -290,3 +290,16 @@ func TestAvroRejectsBadSchemaOption(t *testing.T) {
 	// The same record name in two schemas does not clash.
 	assert.NoError(t, Avro(`{"type":"record","name":"Order","fields":[{"name":"x","type":"int"}]}`).Validate())
 }
+
+func TestAvroRejectsAnEmbeddedStructInANestedRecord(t *testing.T) {
+	type nested struct {
+		inner
+		Name string `json:"name"`
+	}
+	type elem struct {
+		C nested `json:"c"`
+	}
+	schema := `{"type":"record","name":"R","fields":[{"name":"c","type":{"type":"record","name":"C","fields":[{"name":"name","type":"string"}]}}]}`
+	_, err := Avro(schema).NewEncoder(schemaOf[elem](t))
+	assert.ErrorContains(t, err, `field C (body name "c"): embedded field inner is not supported`)
+}

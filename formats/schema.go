@@ -166,8 +166,8 @@ type Schema struct {
 // named by its json tag when it has one (a field tagged json:"-" is neither). Unexported
 // untagged fields are ignored. The error names the field and the tag for: an unknown key, a
 // field whose Go type does not fit its key, a key used twice, a tagged unexported field, two
-// body fields with the same name, and an embedded struct (embedding is not supported; give the
-// field a name).
+// body fields with the same name, and an embedded field, exported or not, whose fields
+// encoding/json would promote (embedding is not supported; give the field a name).
 func NewSchema(t reflect.Type) (*Schema, error) {
 	if t == nil {
 		return nil, fmt.Errorf("formats: element type is nil")
@@ -197,16 +197,16 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 			}
 			continue
 		}
-		if !sf.IsExported() {
-			continue
-		}
 		jsonTag := sf.Tag.Get("json")
 		name, skip := bodyName(sf.Name, jsonTag)
 		if skip {
 			continue
 		}
-		if sf.Anonymous {
+		if embeddedStruct(sf) {
 			return nil, fmt.Errorf("formats: embedded field %s of %s: embedded fields are not supported; give the field a name", sf.Name, t)
+		}
+		if !sf.IsExported() {
+			continue
 		}
 		if other, dup := names[name]; dup {
 			return nil, fmt.Errorf("formats: fields %s and %s of %s both have the body name %q", other, sf.Name, t, name)
@@ -235,6 +235,23 @@ func (s *Schema) addMeta(sf reflect.StructField, index int, key string) error {
 	s.byKey[key] = len(s.meta)
 	s.meta = append(s.meta, metaField{key: key, goName: sf.Name, index: index})
 	return nil
+}
+
+// embeddedStruct reports whether sf is an embedded field whose fields encoding/json would
+// promote: an exported embedded field of any type, or an unexported one of a struct (or
+// pointer to struct) type. Rejecting these keeps a promoted field from being dropped silently.
+func embeddedStruct(sf reflect.StructField) bool {
+	if !sf.Anonymous {
+		return false
+	}
+	if sf.IsExported() {
+		return true
+	}
+	t := sf.Type
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.Kind() == reflect.Struct
 }
 
 func isPlainBody(t reflect.Type) bool {

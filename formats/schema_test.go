@@ -195,6 +195,14 @@ func TestNewSchemaRejections(t *testing.T) {
 		{"embedded struct", reflect.TypeFor[struct {
 			Inner
 		}](), "embedded field Inner"},
+		// encoding/json would promote x, so ignoring the field as unexported would drop it.
+		{"unexported embedded struct", reflect.TypeFor[struct {
+			inner
+			A string
+		}](), "embedded field inner"},
+		{"unexported embedded struct pointer", reflect.TypeFor[struct {
+			*inner
+		}](), "embedded field inner"},
 		{"int element", reflect.TypeFor[int](), "want a struct"},
 		{"pointer to string", reflect.TypeFor[*string](), "must not be a pointer"},
 		{"map element", reflect.TypeFor[map[string]string](), "want a struct"},
@@ -212,6 +220,22 @@ func TestNewSchemaRejections(t *testing.T) {
 
 // Inner is embedded by a test type.
 type Inner struct{ X string }
+
+// inner is an unexported struct type embedded by test types.
+type inner struct{ X string }
+
+func TestSchemaIgnoresEmbeddedFieldsJSONIgnores(t *testing.T) {
+	type id string
+	type elem struct {
+		inner `json:"-"`
+		id           // an unexported non-struct: encoding/json ignores it too
+		A     string `json:"a"`
+	}
+	s := schemaOf[elem](t)
+	require.Len(t, s.BodyFields(), 1)
+	assert.Equal(t, "a", s.BodyFields()[0].Name)
+	_ = elem{inner: inner{}, id: ""}
+}
 
 func TestCheckFamily(t *testing.T) {
 	type httpOnly struct {
