@@ -22,7 +22,9 @@ import (
 
 // CheckEndpoint accepts an emulator endpoint of the form host:port. The string is split at its
 // last ':' (so a bracketed IPv6 host works); it must contain no whitespace, the host must be
-// non-empty and contain no '/', and the port must be a decimal number in 1..65535. The error
+// non-empty and contain no '/', an IPv6 host must be bracketed ("[::1]:8080"; an unbracketed
+// "::1:8080" is ambiguous and no client can dial it), and the port must be a decimal number
+// in 1..65535. The error
 // quotes the endpoint (it is an address, not a secret) and says what is wrong.
 func CheckEndpoint(endpoint string) error {
 	bad := func(why string) error { return fmt.Errorf("%q is not host:port: %s", endpoint, why) }
@@ -39,6 +41,12 @@ func CheckEndpoint(endpoint string) error {
 		return bad("the host is empty")
 	case strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]"):
 		return bad("the IPv6 host is not bracketed")
+	case strings.HasPrefix(host, "["):
+		if inner := host[1 : len(host)-1]; inner == "" || strings.ContainsAny(inner, "[]") {
+			return bad("the bracketed host is empty or malformed")
+		}
+	case strings.Contains(host, ":"):
+		return bad("a host with ':' (an IPv6 address) must be bracketed, as in [::1]:8080")
 	case strings.Contains(host, "/"):
 		return bad("the host contains '/'")
 	}

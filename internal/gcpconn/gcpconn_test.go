@@ -17,12 +17,13 @@ import (
 )
 
 func TestCheckEndpoint(t *testing.T) {
-	for _, ok := range []string{"localhost:8123", "127.0.0.1:1", "[::1]:65535", "emulator:443", "a:0080"} {
+	for _, ok := range []string{"localhost:8123", "127.0.0.1:1", "[::1]:65535", "[2001:db8::1]:443", "emulator:443", "a:0080"} {
 		assert.NoError(t, CheckEndpoint(ok), ok)
 	}
 	for _, bad := range []string{"", "localhost", ":8123", "localhost:", "localhost:0", "localhost:65536",
 		"localhost:80x", "local host:80", "localhost:80 ", "[::1:80", "localhost:-1", "localhost:+80",
-		"http://localhost:80/x", "localhost:123456", "host/x:80"} {
+		"http://localhost:80/x", "localhost:123456", "host/x:80",
+		"::1:8080", "a:b:80", "[]:80", "[[::1]]:80"} {
 		err := CheckEndpoint(bad)
 		if assert.Error(t, err, bad) {
 			assert.Contains(t, err.Error(), "is not host:port")
@@ -41,7 +42,9 @@ func FuzzCheckEndpoint(f *testing.F) {
 		i := strings.LastIndexByte(s, ':')
 		host, port := s[:i], s[i+1:]
 		n, err := strconv.Atoi(port)
-		if host == "" || strings.ContainsAny(s, " \t\r\n/") || err != nil || n < 1 || n > 65535 {
+		bracketed := strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]")
+		if host == "" || strings.ContainsAny(s, " \t\r\n/") || err != nil || n < 1 || n > 65535 ||
+			(strings.Contains(host, ":") && !bracketed) {
 			t.Fatalf("accepted %q", s)
 		}
 	})
