@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sync"
 	"time"
@@ -133,9 +134,23 @@ func (f *stageFn) stage(elem any) (*stagedTask, error) {
 	return &stagedTask{
 		Queue:    queue.Path(),
 		Origin:   origin.UnixNano(),
-		Deadline: origin.Add(f.Spec.Staged.creationWindow()).UnixNano(),
+		Deadline: envelopeDeadline(origin, f.Spec.Staged.creationWindow()),
 		Task:     data,
 	}, nil
+}
+
+// latestEnvelopeTime is the latest instant Unix nanoseconds can hold (in the year 2262).
+var latestEnvelopeTime = time.Unix(0, math.MaxInt64)
+
+// envelopeDeadline is origin + window in Unix nanoseconds. A window reaching past what an int64
+// can hold (a NameRetention of centuries) saturates instead of wrapping into the past, which
+// would expire every envelope.
+func envelopeDeadline(origin time.Time, window time.Duration) int64 {
+	deadline := origin.Add(window)
+	if deadline.After(latestEnvelopeTime) {
+		return math.MaxInt64
+	}
+	return deadline.UnixNano()
 }
 
 // randomTaskID returns 128 random bits as 32 lowercase hex characters.

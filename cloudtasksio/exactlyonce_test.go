@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"sync"
@@ -136,6 +137,26 @@ func TestStagedDeadlineIsOriginPlusTheCreationWindow(t *testing.T) {
 			assert.Equal(t, start.UnixNano(), envs[0].Origin)
 			assert.Equal(t, start.Add(c.window).UnixNano(), envs[0].Deadline, "%+v", c.staged)
 		}
+	})
+}
+
+func TestAStagedDeadlineBeyondTheYear2262SaturatesInsteadOfExpiring(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The fake clock starts in 2000; 290 years of retention ends past what Unix
+		// nanoseconds can hold.
+		staged := StagedOptions{NameRetention: 290 * 365 * 24 * time.Hour, RequestTimeout: time.Second}
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k1"})
+		assert.Equal(t, int64(math.MaxInt64), envs[0].Deadline)
+
+		creator := &fakeCreator{}
+		ctx, counters := metricsContext()
+		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f.Setup()
+		require.NoError(t, createAll(ctx, f, envs))
+		assert.Equal(t, 1, creator.callCount(), "the envelope is in time and sent")
+		assert.Zero(t, counters()["expiredEnvelopesFailed"])
+		assert.Equal(t, int64(1), counters()["numRecordsSend"])
 	})
 }
 
