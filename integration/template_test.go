@@ -315,14 +315,34 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 	assert.Contains(t, err.Error(), "--url_field")
 }
 
-func TestTemplateFlagsRejectRepeatedSinkKeys(t *testing.T) {
-	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
-	fs.SetOutput(&strings.Builder{})
-	template.RegisterFlags(fs)
-	err := fs.Parse([]string{"--sink", "queue=a", "--sink", "queue=b"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"queue" is given twice`)
-	require.Error(t, fs.Parse([]string{"--sink", "no-equals-sign"}))
+// TestTemplateFlagsRejectRepeatedKeysWithoutQuotingValues checks that a repeated or malformed
+// key=value flag is reported by Build, naming the flag and the key but never the value: a
+// flag parse error would quote the value, which can be a credential.
+func TestTemplateFlagsRejectRepeatedKeysWithoutQuotingValues(t *testing.T) {
+	sink := []string{"--sink", "project=p", "--sink", "location=l", "--sink", "queue=q", "--sink", "http.url=" + tplFixedURL}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"repeated sink key", []string{"--sink", "http.headers.Authorization=Bearer s3cr3t-1", "--sink", "http.headers.Authorization=Bearer s3cr3t-2"},
+			`--sink key "http.headers.Authorization" is given twice`},
+		{"repeated consumer property", []string{"--kafka_consumer_config", "sasl.jaas.config=s3cr3t-1", "--kafka_consumer_config", "sasl.jaas.config=s3cr3t-2"},
+			`--kafka_consumer_config key "sasl.jaas.config" is given twice`},
+		{"sink value without '='", []string{"--sink", "http.headers.Authorization:Bearer s3cr3t"}, "--sink takes key=value"},
+		{"sink value without key", []string{"--sink", "=s3cr3t"}, "--sink takes key=value"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := parseTplFlags(t, append(append([]string{}, sink...), tc.args...)...)
+			opts.Stdin = strings.NewReader("x\n")
+			_, s := beam.NewPipelineWithRoot()
+			err := template.Build(s, *opts)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "s3cr3t")
+		})
+	}
 
 	opts := parseTplFlags(t, "--kafka_topics", "a, b", "--kafka_topics", "c", "--kafka_consumer_config", "group.id=g")
 	assert.Equal(t, []string{"a", "b", "c"}, opts.Kafka.Topics)

@@ -117,6 +117,10 @@ type Options struct {
 	// ("host:port"). Without it the publisher uses the sink's service-account-key-file, or
 	// application-default credentials.
 	DeadLetterEmulatorEndpoint string
+
+	// flagProblems collects what was wrong with the key=value flags while they were parsed;
+	// Build reports the first. See keyValues for why these are not flag parse errors.
+	flagProblems *[]string
 }
 
 // KafkaOptions select Beam's cross-language Kafka read, which runs in Java: the runner must
@@ -161,8 +165,8 @@ type KafkaOptions struct {
 //
 // Without --input and Kafka the records come from stdin.
 func RegisterFlags(fs *flag.FlagSet) *Options {
-	o := &Options{Sink: map[string]string{}, Kafka: KafkaOptions{ConsumerConfig: map[string]string{}}}
-	fs.Var(keyValues(o.Sink), "sink", "a Cloud Tasks sink option as key=value (repeat the flag); see docs/options.md")
+	o := &Options{Sink: map[string]string{}, Kafka: KafkaOptions{ConsumerConfig: map[string]string{}}, flagProblems: new([]string)}
+	fs.Var(&keyValues{flag: "sink", values: o.Sink, problems: o.flagProblems}, "sink", "a Cloud Tasks sink option as key=value (repeat the flag); see docs/options.md")
 	fs.StringVar(&o.Format, "format", FormatRaw, "what record values are: raw (sent as they are) or json (one JSON document, sent unchanged)")
 	fs.StringVar(&o.TaskIDField, "task_id_field", "", "top-level JSON field whose value is the task's deduplication key (needs --format json)")
 	fs.StringVar(&o.URLField, "url_field", "", "top-level JSON field holding the task URL, or the relative URI for App Engine (needs --format json)")
@@ -170,7 +174,7 @@ func RegisterFlags(fs *flag.FlagSet) *Options {
 	fs.StringVar(&o.Input, "input", "", "file pattern of the input, one record per line; without it and without Kafka, stdin is read")
 	fs.StringVar(&o.Kafka.BootstrapServers, "kafka_bootstrap_servers", "", "Kafka bootstrap.servers; setting it reads records from Kafka")
 	fs.Var((*commaList)(&o.Kafka.Topics), "kafka_topics", "comma-separated Kafka topics to read")
-	fs.Var(keyValues(o.Kafka.ConsumerConfig), "kafka_consumer_config", "an extra Kafka consumer property as key=value (repeat the flag)")
+	fs.Var(&keyValues{flag: "kafka_consumer_config", values: o.Kafka.ConsumerConfig, problems: o.flagProblems}, "kafka_consumer_config", "an extra Kafka consumer property as key=value (repeat the flag)")
 	fs.Int64Var(&o.Kafka.MaxNumRecords, "kafka_max_records", 0, "stop reading Kafka after this many records (0: unbounded)")
 	fs.Int64Var(&o.Kafka.MaxReadSecs, "kafka_max_read_secs", 0, "stop reading Kafka after this many seconds (0: unbounded)")
 	fs.StringVar(&o.Kafka.ExpansionAddr, "expansion_addr", "", "host:port of the Java IO expansion service for the Kafka read (empty: Beam starts one)")
@@ -180,27 +184,38 @@ func RegisterFlags(fs *flag.FlagSet) *Options {
 	return o
 }
 
-// keyValues is a repeatable key=value flag filling a map. A key given twice is an error.
-type keyValues map[string]string
+// keyValues is a repeatable key=value flag filling a map. A value without '=' or a key given
+// twice is recorded in problems (and reported by Build) instead of failing Set: the flag
+// package's own parse error quotes the whole flag value, and a value here can be a
+// credential (an Authorization header, a Kafka SASL property).
+type keyValues struct {
+	flag     string
+	values   map[string]string
+	problems *[]string
+}
 
-func (kv keyValues) String() string {
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
+func (kv *keyValues) String() string {
+	if kv == nil {
+		return ""
+	}
+	keys := make([]string, 0, len(kv.values))
+	for k := range kv.values {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return strings.Join(keys, ",") // keys only: values may be secrets (headers)
 }
 
-func (kv keyValues) Set(s string) error {
+func (kv *keyValues) Set(s string) error {
 	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return errors.New("want key=value")
+	switch _, dup := kv.values[k]; {
+	case !ok || k == "":
+		*kv.problems = append(*kv.problems, fmt.Sprintf("--%s takes key=value; one value has no key or no '='", kv.flag))
+	case dup:
+		*kv.problems = append(*kv.problems, fmt.Sprintf("--%s key %q is given twice", kv.flag, k))
+	default:
+		kv.values[k] = v
 	}
-	if _, dup := kv[k]; dup {
-		return fmt.Errorf("key %q is given twice", k)
-	}
-	kv[k] = v
 	return nil
 }
 
@@ -300,6 +315,9 @@ func Build(s beam.Scope, o Options) error {
 // configure checks the options and returns the sink configuration and the record reader's.
 func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 	var spec recordSpec
+	if o.flagProblems != nil && len(*o.flagProblems) > 0 {
+		return cloudtasksio.Config{}, spec, errors.New((*o.flagProblems)[0])
+	}
 	cfg, err := cloudtasksio.ConfigFromOptions(o.Sink)
 	if err != nil {
 		return cfg, spec, fmt.Errorf("--sink: %w", err)
