@@ -294,6 +294,10 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 		{"unknown failure policy", []string{"--on_failure", "retry"}, "--on_failure"},
 		{"files and kafka", []string{"--input", "x", "--kafka_bootstrap_servers", "127.0.0.1:9092", "--kafka_topics", "t"}, "--input"},
 		{"kafka without topics", []string{"--kafka_bootstrap_servers", "127.0.0.1:9092"}, "--kafka_topics"},
+		{"expansion service without kafka", []string{"--input", "x", "--expansion_addr", "127.0.0.1:8097"}, "--expansion_addr configures the Kafka read"},
+		{"consumer property without kafka", []string{"--input", "x", "--kafka_consumer_config", "group.id=g"}, "--kafka_consumer_config configures the Kafka read"},
+		{"record limit without kafka", []string{"--input", "x", "--kafka_max_records", "5"}, "--kafka_max_records configures the Kafka read"},
+		{"time limit without kafka", []string{"--kafka_max_read_secs", "5"}, "--kafka_max_read_secs configures the Kafka read"},
 		{"no input", nil, "no input"},
 	}
 	for _, tc := range tests {

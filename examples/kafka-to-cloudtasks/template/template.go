@@ -417,6 +417,22 @@ func hasHeader(headers map[string]string, name string) bool {
 // source returns the record values as a PCollection<[]byte>.
 func source(s beam.Scope, o Options) (beam.PCollection, error) {
 	kafka := o.Kafka.BootstrapServers != "" || len(o.Kafka.Topics) > 0
+	if !kafka {
+		// Flags that only configure the Kafka read would be ignored: say so instead.
+		for _, f := range []struct {
+			flag string
+			set  bool
+		}{
+			{"--expansion_addr", o.Kafka.ExpansionAddr != ""},
+			{"--kafka_consumer_config", len(o.Kafka.ConsumerConfig) > 0},
+			{"--kafka_max_records", o.Kafka.MaxNumRecords != 0},
+			{"--kafka_max_read_secs", o.Kafka.MaxReadSecs != 0},
+		} {
+			if f.set {
+				return beam.PCollection{}, fmt.Errorf("%s configures the Kafka read: it needs --kafka_bootstrap_servers and --kafka_topics", f.flag)
+			}
+		}
+	}
 	switch {
 	case kafka && o.Input != "":
 		return beam.PCollection{}, errors.New("--input and --kafka_bootstrap_servers select different sources; give one")
