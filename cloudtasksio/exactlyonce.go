@@ -270,7 +270,7 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, dedupli
 func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) {
 	f.metrics.failed(ctx, r.Create.GetParent())
 	if f.failure == nil {
-		f.failure = fmt.Errorf("cloudtasksio: exactly-once: %w", err)
+		f.failure = fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 	}
 }
 

@@ -415,6 +415,7 @@ func TestStagedCreateAFailureFailsTheBundleWithoutPayload(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
 	assert.Contains(t, err.Error(), "projects/p/locations/l/queues/rejects")
+	assert.Contains(t, err.Error(), "after 1 attempt(s)")
 	assert.NotContains(t, err.Error(), "secret-note")
 }
 
