@@ -311,6 +311,35 @@ func TestEachCreateIsBoundedByTheRequestTimeout(t *testing.T) {
 	})
 }
 
+// distributions reads the Beam distributions recorded in ctx as name -> {count, sum, min, max}.
+func distributions(ctx context.Context) map[string][4]int64 {
+	out := map[string][4]int64{}
+	_ = metrics.Extractor{DistributionInt64: func(l metrics.Labels, count, sum, min, max int64) {
+		out[l.Name()] = [4]int64{count, sum, min, max}
+	}}.ExtractFrom(metrics.GetStore(ctx))
+	return out
+}
+
+func TestStagedAgeAndRemainingBudgetAreMeasuredWhenTheCreateStepTakesAnEnvelope(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k1"}, eoOrder{ID: "2", Key: "k2"})
+		time.Sleep(10 * time.Minute) // the envelopes wait in the shuffle
+
+		ctx, _ := metricsContext()
+		f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{}}
+		f.Setup()
+		require.NoError(t, createAll(ctx, f, envs))
+		got := distributions(ctx)
+		const age = int64(10 * time.Minute / time.Millisecond)
+		const remaining = int64((54*time.Minute + 40*time.Second - 10*time.Minute) / time.Millisecond)
+		assert.Equal(t, [4]int64{2, 2 * age, age, age}, got["stagedTaskAgeMillis"])
+		assert.Equal(t, [4]int64{2, 2 * remaining, remaining, remaining}, got["stagedTaskRemainingMillis"])
+	})
+}
+
 // fakeRetention answers the retention preflight.
 type fakeRetention struct {
 	ttl   time.Duration
