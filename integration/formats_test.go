@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,9 +22,10 @@ import (
 // Content-Type that the server stored byte for byte.
 
 func init() {
-	for _, t := range []any{fmtJSONOrder{}, fmtFormOrder{}, fmtCSVOrder{}, fmtRawOrder{}, fmtAvroOrder{}} {
+	for _, t := range []any{fmtJSONOrder{}, fmtFormOrder{}, fmtCSVOrder{}, fmtRawOrder{}, fmtAvroOrder{}, fmtFormHeaders{}} {
 		beam.RegisterType(reflect.TypeOf(t))
 	}
+	register.Function1x1(fmtFormHeadersFor)
 }
 
 // fmtJSONOrder has a metadata field that must stay out of the body.
@@ -158,4 +160,57 @@ func TestFormatBodyIsLeftOutUnderGET(t *testing.T) {
 	req := task.GetHttpRequest()
 	assert.Empty(t, req.GetBody())
 	assert.Equal(t, "GET", req.GetHttpMethod().String())
+}
+
+// fmtFormHeaders is a form element that carries headers of its own.
+type fmtFormHeaders struct {
+	Note    *string           `json:"note"`
+	Headers map[string]string `cloudtasks:"headers"`
+}
+
+// fmtFormHeadersFor builds the element for one case of the header-precedence test. Beam
+// cannot Create a struct with a map field, so the elements are made on the worker.
+func fmtFormHeadersFor(kind string) fmtFormHeaders {
+	note := kind
+	switch kind {
+	case "equal": // the same media type in another spelling, under a lower-case name
+		return fmtFormHeaders{Note: &note, Headers: map[string]string{"content-type": " Application/X-WWW-Form-URLEncoded ", "x-trace": "element"}}
+	case "conflict": // another media type: the element fails
+		return fmtFormHeaders{Note: &note, Headers: map[string]string{"Content-Type": "text/plain"}}
+	case "parameters": // a parameter makes it a different value: the element fails
+		return fmtFormHeaders{Note: &note, Headers: map[string]string{"Content-Type": formats.FormContentType + "; charset=UTF-8"}}
+	}
+	return fmtFormHeaders{} // "null": every body field nil, no headers
+}
+
+// TestFormatFormHeaderPrecedenceOnPrism checks the order in which a task's headers are
+// assembled with the form format: fixed headers, then the element's headers field (by
+// case-insensitive name, in the element's spelling), then the format's own Content-Type,
+// which canonicalizes an equal value and fails the element on any other.
+func TestFormatFormHeaderPrecedenceOnPrism(t *testing.T) {
+	needsCloudtaskstest(t, "WithoutDispatch and stored task bodies")
+	b := newBackend(t, cloudtaskstest.WithoutDispatch())
+	q := b.newQueue(t, nil)
+	cfg, err := cloudtasksio.ConfigFromOptions(map[string]string{
+		"project": q.Project, "location": q.Location, "queue": q.Name, "emulator-endpoint": b.Addr,
+		"http.url": fmtURL, "format": "form-urlencoded",
+		"http.headers.X-Trace": "fixed", "http.headers.X-Fixed": "kept",
+	})
+	require.NoError(t, err)
+	cfg.OnFailure = cloudtasksio.LogAndDrop
+
+	counters := runWrites(t, func(s beam.Scope) {
+		elems := beam.ParDo(s, fmtFormHeadersFor, beam.Create(s, "equal", "conflict", "parameters", "null"))
+		cloudtasksio.Write(s, cfg, elems)
+	})
+	assert.Equal(t, int64(2), counters["numRecordsSendErrors"], "both conflicting Content-Types fail their element")
+
+	byBody := map[string]map[string]string{}
+	for _, task := range b.Server.Tasks(q.Path()) {
+		byBody[string(task.GetHttpRequest().GetBody())] = task.GetHttpRequest().GetHeaders()
+	}
+	assert.Equal(t, map[string]map[string]string{
+		"note=equal": {"Content-Type": formats.FormContentType, "x-trace": "element", "X-Fixed": "kept"},
+		"":           {"Content-Type": formats.FormContentType, "X-Trace": "fixed", "X-Fixed": "kept"},
+	}, byBody, "an all-nil element still gets the form Content-Type, with an empty body")
 }
