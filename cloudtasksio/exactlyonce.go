@@ -237,26 +237,28 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 		Tag:      &stagedCreate{bytes: len(env.Task)},
 	})
 	f.metrics.gauges(ctx, f.engine)
-	if err != nil {
-		return err
+	if bundleErr := f.bundleErr(); bundleErr != nil {
+		return bundleErr
 	}
-	return f.bundleErr()
+	return err
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
 	err := f.engine.Flush(ctx)
 	f.metrics.gauges(ctx, f.engine)
-	if err != nil {
-		return err
+	if bundleErr := f.bundleErr(); bundleErr != nil {
+		return bundleErr
 	}
-	return f.bundleErr()
+	return err
 }
 
+// bundleErr is the bundle's first failure: a rejected task's or the engine's, whichever came
+// first.
 func (f *stagedCreateFn) bundleErr() error {
-	if err := f.engine.Err(); err != nil {
-		return err
+	if f.failure != nil {
+		return f.failure
 	}
-	return f.failure
+	return f.engine.Err()
 }
 
 func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
@@ -269,7 +271,7 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, dedupli
 
 func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) {
 	f.metrics.failed(ctx, r.Create.GetParent())
-	if f.failure == nil {
+	if f.failure == nil && f.engine.Err() == nil {
 		f.failure = fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 	}
 }

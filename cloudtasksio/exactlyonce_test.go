@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
@@ -461,3 +462,28 @@ func TestStagedCreateVerifiesRetentionAgainstTheServer(t *testing.T) {
 }
 
 func typeOf(v any) reflect.Type { return reflect.TypeOf(v) }
+
+func TestStagedCreateFailsWithTheFirstFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		envs := stageAll(t, spec, eoOrder{ID: "1", Key: "rejected"}, eoOrder{ID: "2", Key: "denied"})
+		rejected := "projects/p/locations/l/queues/q/tasks/" + TaskID("rejected")
+		// The rejection arrives first, the terminal PERMISSION_DENIED after it.
+		creator := engine.CreatorFunc(func(_ context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+			if req.GetTask().GetName() == rejected {
+				time.Sleep(10 * time.Millisecond)
+				return nil, status.Error(codes.InvalidArgument, "bad task")
+			}
+			time.Sleep(20 * time.Millisecond)
+			return nil, status.Error(codes.PermissionDenied, "no permission")
+		})
+		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f.Setup()
+		err := createAll(context.Background(), f, envs)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
+		assert.NotContains(t, err.Error(), "PERMISSION_DENIED")
+	})
+}

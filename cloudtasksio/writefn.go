@@ -92,27 +92,29 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 	}
 	err = f.engine.Submit(ctx, &engine.Request{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
 	f.metrics.gauges(ctx, f.engine)
-	if err != nil {
-		return err
+	if bundleErr := f.bundleErr(); bundleErr != nil {
+		return bundleErr
 	}
-	return f.bundleErr()
+	return err
 }
 
 func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
 	err := f.engine.Flush(ctx)
 	f.metrics.gauges(ctx, f.engine)
-	if err != nil {
-		return err
+	if bundleErr := f.bundleErr(); bundleErr != nil {
+		return bundleErr
 	}
-	return f.bundleErr()
+	return err
 }
 
+// bundleErr is the bundle's first terminal failure: the engine's or the failure policy's,
+// whichever came first.
 func (f *writeFn) bundleErr() error {
-	if err := f.engine.Err(); err != nil {
-		return err
+	if f.firstErr != nil {
+		return f.firstErr
 	}
-	return f.firstErr
+	return f.engine.Err()
 }
 
 // resolveQueue returns the element's queue. A failing or invalid QueueFn fails the bundle: it
@@ -159,7 +161,7 @@ func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, er
 		return err
 	}
 	f.applyPolicy(ctx, et, queue, ef)
-	return f.firstErr
+	return f.bundleErr()
 }
 
 // applyPolicy is the one place the failure policy acts.
@@ -185,8 +187,9 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	}
 }
 
+// keepErr keeps err as the bundle's failure unless the bundle has already failed.
 func (f *writeFn) keepErr(err error) {
-	if f.firstErr == nil {
+	if f.firstErr == nil && (f.engine == nil || f.engine.Err() == nil) {
 		f.firstErr = err
 	}
 }

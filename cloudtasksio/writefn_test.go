@@ -6,12 +6,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
@@ -57,4 +62,47 @@ func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
 	assert.Empty(t, out[0].fe.Payload, "no task was built")
 	assert.LessOrEqual(t, len(out[0].fe.Error), maxErrorText)
 	assert.Contains(t, out[0].fe.Error, "[truncated]")
+}
+
+// TestTheBundleFailsWithItsFirstFailure checks that the bundle error is the earliest failure,
+// whether it came from the FailBundle policy (a rejected task) or from the engine (a terminal
+// status), when both happen while the bundle finishes.
+func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
+	invalid := status.Error(codes.InvalidArgument, "bad task")
+	denied := status.Error(codes.PermissionDenied, "no permission")
+	for _, c := range []struct {
+		name                string
+		invalidAt, deniedAt time.Duration
+		want, notWant       string
+	}{
+		{"policy first", 10 * time.Millisecond, 20 * time.Millisecond, "under the FailBundle policy", "PERMISSION_DENIED"},
+		{"engine first", 20 * time.Millisecond, 10 * time.Millisecond, "PERMISSION_DENIED", "under the FailBundle policy"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				creator := engine.CreatorFunc(func(_ context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+					if req.GetTask().GetHttpRequest().GetUrl() == "https://example.com/invalid" {
+						time.Sleep(c.invalidAt)
+						return nil, invalid
+					}
+					time.Sleep(c.deniedAt)
+					return nil, denied
+				})
+				f := &writeFn{Spec: &sinkSpec{OnFailure: FailBundle}, metrics: newSinkMetrics(false)}
+				writer, err := DefaultWriterOptions().resolve()
+				require.NoError(t, err)
+				f.engine = engine.New(creator, engineOptions(writer), f)
+				ctx := context.Background()
+				for _, url := range []string{"https://example.com/invalid", "https://example.com/denied"} {
+					req := &cloudtaskspb.CreateTaskRequest{Parent: "projects/p/locations/l/queues/q", Task: &cloudtaskspb.Task{
+						MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: url}}}}
+					require.NoError(t, f.engine.Submit(ctx, &engine.Request{Create: req, Tag: &pendingTask{queue: req.Parent}}))
+				}
+				err = f.FinishBundle(ctx, nil)
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.want)
+				assert.NotContains(t, err.Error(), c.notWant)
+			})
+		})
+	}
 }
