@@ -64,13 +64,16 @@ type formOrder struct {
 	Tags []string `json:"tags"`
 }
 
-// queueByRegion sends orders of region "eu" to queue q-eu and the rest to q.
+// queueByRegion sends orders of region "eu" to queue q-eu and the rest to q; region "bad" is an
+// error and region "invalid" an invalid queue.
 func queueByRegion(o order) (cloudtasksio.Queue, error) {
 	switch o.Region {
 	case "eu":
 		return cloudtasksio.NewQueue("p", "l", "q-eu")
 	case "bad":
 		return cloudtasksio.Queue{}, errors.New("no queue for region bad")
+	case "invalid":
+		return cloudtasksio.Queue{Project: "p", Location: "l", Name: "q_invalid"}, nil
 	}
 	return cloudtasksio.NewQueue("p", "l", "q")
 }
