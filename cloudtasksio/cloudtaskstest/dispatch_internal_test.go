@@ -1,8 +1,10 @@
 package cloudtaskstest
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -591,5 +593,55 @@ func TestRunTaskIgnoresPauseAndSchedule(t *testing.T) {
 		assert.Len(t, target.deliveries(), 1)
 		_, err = s.disp.runNow(t.Context(), created.GetName(), cloudtaskspb.Task_BASIC)
 		assert.Equal(t, codes.NotFound, status.Code(err), "succeeded and removed")
+	})
+}
+
+// refusingTarget fails every request without a response, as an unreachable
+// handler would.
+type refusingTarget struct{}
+
+func (refusingTarget) RoundTrip(*http.Request) (*http.Response, error) {
+	return nil, errors.New("connect: connection refused")
+}
+
+// syncBuffer is a log sink safe for the dispatcher's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestFailedConnectionKeepsTheQueryOutOfLogsAndStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs syncBuffer
+		s := startBackend(t, refusingTarget{}, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		mustQueue(t, s, &cloudtaskspb.Queue{RetryConfig: &cloudtaskspb.RetryConfig{MinBackoff: durationpb.New(time.Hour), MaxBackoff: durationpb.New(time.Hour)}})
+		task := postTask("x")
+		task.GetHttpRequest().Url = "http://user:pw@127.0.0.1:9/hook?token=query-secret"
+		created := mustTask(t, s, task)
+		synctest.Wait()
+
+		stored, ok := s.Task(created.GetName())
+		require.True(t, ok)
+		st := stored.GetLastAttempt().GetResponseStatus()
+		assert.Equal(t, int32(codes.Unavailable), st.GetCode())
+		assert.Contains(t, st.GetMessage(), "connection refused")
+		assert.Contains(t, logs.String(), "connection refused")
+		assert.Contains(t, logs.String(), "url=http://127.0.0.1:9/hook ", "the logged URL has neither query nor user info")
+		for _, secret := range []string{"query-secret", "pw@"} {
+			assert.NotContains(t, st.GetMessage(), secret)
+			assert.NotContains(t, logs.String(), secret)
+		}
 	})
 }

@@ -261,6 +261,12 @@ func (d *dispatcher) send(out *outgoing) result {
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
+		// The client's *url.Error quotes the whole URL, whose query may carry
+		// secrets; the result ends up in logs and in the task's last attempt.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
 		return result{err: err, timedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
