@@ -165,9 +165,12 @@ func (d *dispatcher) start() {
 }
 
 // close stops the loop, cancels attempts in flight and waits for all of
-// them.
+// them. Attempts start only under the store's mutex after checking d.ctx, so
+// cancelling under it guarantees that none starts once close waits.
 func (d *dispatcher) close() {
+	d.st.mu.Lock()
 	d.cancel()
+	d.st.mu.Unlock()
 	d.wg.Wait()
 	if tr, ok := d.client.Transport.(*http.Transport); ok {
 		tr.CloseIdleConnections()
@@ -359,6 +362,10 @@ func (d *dispatcher) runNow(_ context.Context, name string, view cloudtaskspb.Ta
 	st := d.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if d.ctx.Err() != nil {
+		// The gRPC server does not wait for its handlers on Close.
+		return nil, status.Error(codes.Unavailable, "cloudtaskstest: the server is closed")
+	}
 	e, ok := st.tasks[name]
 	if !ok {
 		return nil, notFound()

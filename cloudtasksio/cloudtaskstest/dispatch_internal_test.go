@@ -645,3 +645,22 @@ func TestFailedConnectionKeepsTheQueryOutOfLogsAndStatus(t *testing.T) {
 		}
 	})
 }
+
+// grpc.Server.Stop does not wait for running handlers, so a RunTask can reach
+// the dispatcher after Close has stopped it; it must not start an attempt.
+func TestRunTaskAfterCloseStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		target := &fakeTarget{}
+		s := startBackend(t, target)
+		mustQueue(t, s, &cloudtaskspb.Queue{})
+		require.NoError(t, s.PauseQueue(testQueue))
+		created := mustTask(t, s, postTask("x"))
+		require.NoError(t, s.Close())
+
+		_, err := s.disp.runNow(t.Context(), created.GetName(), cloudtaskspb.Task_BASIC)
+		assert.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+		synctest.Wait()
+		assert.Empty(t, target.deliveries())
+		assert.Zero(t, s.Stats().DispatchAttempts)
+	})
+}
