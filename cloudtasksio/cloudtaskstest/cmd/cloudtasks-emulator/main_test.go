@@ -208,19 +208,23 @@ func decodeSegment(t *testing.T, s string) string {
 }
 
 func TestEmulatorRejectsBadFlags(t *testing.T) {
-	cases := map[string][]string{
-		"unknown flag":   {"-nope"},
-		"bad queue":      {"-port", "0", "-queue", "projects/p/queues/q"},
-		"bad log level":  {"-log-level", "loud"},
-		"bad issuer":     {"-openid-issuer", "localhost"},
-		"port too large": {"-port", "70000"},
-		"stray argument": {"-port", "0", "extra"},
+	cases := map[string]struct {
+		args []string
+		want string // the error or the usage output names the flag or argument at fault
+	}{
+		"unknown flag":   {[]string{"-nope"}, "-nope"},
+		"bad queue":      {[]string{"-port", "0", "-queue", "projects/p/queues/q"}, "-queue"},
+		"bad log level":  {[]string{"-log-level", "loud"}, "-log-level"},
+		"bad issuer":     {[]string{"-openid-issuer", "localhost"}, "-openid-issuer"},
+		"port too large": {[]string{"-port", "70000"}, "-port"},
+		"stray argument": {[]string{"-port", "0", "extra"}, `"extra"`},
 	}
-	for name, args := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), args, func(string) string { return "" }, &out)
+			err := run(context.Background(), tc.args, func(string) string { return "" }, &out)
 			require.Error(t, err)
+			assert.Contains(t, err.Error()+"\n"+out.String(), tc.want)
 		})
 	}
 }
