@@ -104,3 +104,25 @@ func TestTryToPubSubRejectsOtherElementTypes(t *testing.T) {
 	}
 	assert.Error(t, TryToPubSub(s, DefaultPubSubConfig(goodTopic), beam.PCollection{}))
 }
+
+func FuzzParseTopic(f *testing.F) {
+	for _, s := range []string{goodTopic, "projects/example.com:p/topics/Dead_Letters.v1~x+y%z", "projects/123/topics/dlq",
+		"projects//topics/x", "projects/p/topics/goog-x", "projects/p/subscriptions/s", "", "projects/p/topics/a/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		tn, err := parseTopic(name)
+		if err != nil {
+			if !strings.Contains(err.Error(), "Topic") {
+				t.Fatalf("error %q does not name the Topic field", err)
+			}
+			return
+		}
+		if got := "projects/" + tn.project + "/topics/" + tn.topic; got != name {
+			t.Fatalf("parseTopic(%q) accepted it as %q", name, got)
+		}
+		if !validProject(tn.project) || !validTopicID(tn.topic) {
+			t.Fatalf("parseTopic(%q) accepted an invalid part", name)
+		}
+	})
+}

@@ -58,3 +58,26 @@ func TestNewMessageOmitsEmptyAttributes(t *testing.T) {
 		AttrBundle:    "b",
 	}, m.Attributes)
 }
+
+func FuzzAttrValue(f *testing.F) {
+	for _, s := range []string{"", "queue missing", strings.Repeat("é", MaxAttributeBytes), "bad \xff byte", strings.Repeat("x", 2*MaxAttributeBytes)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := attrValue(s)
+		if !utf8.ValidString(got) || len(got) > MaxAttributeBytes {
+			t.Fatalf("attrValue gave %d bytes, valid UTF-8 %v", len(got), utf8.ValidString(got))
+		}
+		valid := strings.ToValidUTF8(s, "\uFFFD")
+		if len(valid) <= MaxAttributeBytes {
+			if got != valid {
+				t.Fatalf("a value within the limit was changed: %q -> %q", s, got)
+			}
+			return
+		}
+		kept, ok := strings.CutSuffix(got, TruncatedMarker)
+		if !ok || !strings.HasPrefix(valid, kept) {
+			t.Fatalf("a long value was not cut to a prefix plus the marker: %q", got)
+		}
+	})
+}
