@@ -1,0 +1,95 @@
+package cloudtasksio
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// scheduledOrder carries a per-element method and schedule time for an HTTP target.
+type scheduledOrder struct {
+	ID     string    `json:"id"`
+	Method string    `cloudtasks:"http-method"`
+	When   time.Time `cloudtasks:"schedule-time"`
+}
+
+// routedAppEngineOrder carries a per-element relative URI and version for an App Engine target.
+type routedAppEngineOrder struct {
+	ID      string  `json:"id"`
+	URI     string  `cloudtasks:"relative-uri"`
+	Version *string `cloudtasks:"app-engine-version"`
+}
+
+// builderFor compiles cfg for the type of elem and returns its task builder with a fixed clock.
+func builderFor(t *testing.T, cfg Config, elem any, now time.Time) *taskBuilder {
+	t.Helper()
+	cfg.Queue = Queue{Project: "p", Location: "l", Name: "q"}
+	spec, err := compile(cfg, reflect.TypeOf(elem))
+	require.NoError(t, err)
+	b, err := newTaskBuilder(spec, reflect.TypeOf(elem))
+	require.NoError(t, err)
+	b.now = func() time.Time { return now }
+	return b
+}
+
+func TestPerElementMethodAndScheduleTimeShapeTheHTTPTask(t *testing.T) {
+	now := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
+	b := builderFor(t, Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}}, scheduledOrder{}, now)
+
+	task, _, err := b.build(scheduledOrder{ID: "1"})
+	require.NoError(t, err)
+	assert.Equal(t, cloudtaskspb.HttpMethod_POST, task.GetHttpRequest().GetHttpMethod(), "no method field value: the fixed method")
+	assert.Equal(t, `{"id":"1"}`, string(task.GetHttpRequest().GetBody()))
+	assert.Nil(t, task.GetScheduleTime(), "a zero schedule time means now")
+
+	later := now.Add(2 * time.Hour)
+	task, _, err = b.build(scheduledOrder{ID: "2", Method: "get", When: later})
+	require.NoError(t, err)
+	assert.Equal(t, cloudtaskspb.HttpMethod_GET, task.GetHttpRequest().GetHttpMethod())
+	assert.Empty(t, task.GetHttpRequest().GetBody(), "GET carries no body")
+	assert.Equal(t, later, task.GetScheduleTime().AsTime())
+
+	_, _, err = b.build(scheduledOrder{ID: "3", Method: "FETCH"})
+	var ef *elementFailure
+	require.True(t, errors.As(err, &ef), "an unusable method field reaches the failure policy: %v", err)
+	assert.Equal(t, codeSerialization, ef.code)
+	assert.Nil(t, ef.task)
+
+	_, _, err = b.build(scheduledOrder{ID: "4", When: now.Add(31 * 24 * time.Hour)})
+	require.True(t, errors.As(err, &ef), "a schedule time too far ahead reaches the failure policy: %v", err)
+	assert.Equal(t, codeInvalidArgument, ef.code)
+	require.NotNil(t, ef.task, "with the task it would have sent")
+	assert.Contains(t, ef.err.Error(), "30 days ahead")
+}
+
+func TestPerElementRelativeURIAndVersionShapeTheAppEngineTask(t *testing.T) {
+	v1 := "v1"
+	b := builderFor(t, Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", Body: formats.JSON(),
+		Routing: &AppEngineRouting{Service: "worker", Version: "v2"}}}, routedAppEngineOrder{}, time.Now())
+
+	task, _, err := b.build(routedAppEngineOrder{ID: "1"})
+	require.NoError(t, err)
+	req := task.GetAppEngineHttpRequest()
+	assert.Equal(t, "/orders", req.GetRelativeUri())
+	assert.Equal(t, "worker", req.GetAppEngineRouting().GetService())
+	assert.Equal(t, "v2", req.GetAppEngineRouting().GetVersion())
+
+	task, _, err = b.build(routedAppEngineOrder{ID: "2", URI: "/orders/2?rush=1", Version: &v1})
+	require.NoError(t, err)
+	req = task.GetAppEngineHttpRequest()
+	assert.Equal(t, "/orders/2?rush=1", req.GetRelativeUri())
+	assert.Equal(t, "v1", req.GetAppEngineRouting().GetVersion())
+	assert.Equal(t, "worker", req.GetAppEngineRouting().GetService(), "the other parts keep the fixed routing")
+
+	_, _, err = b.build(routedAppEngineOrder{ID: "3", URI: "orders#top"})
+	var ef *elementFailure
+	require.True(t, errors.As(err, &ef), "a bad relative-uri field reaches the failure policy: %v", err)
+	assert.Equal(t, codeInvalidArgument, ef.code)
+}
