@@ -64,6 +64,9 @@ func TestConstructionErrors(t *testing.T) {
 			ServiceAccountKeyFile: "/secrets/key.json"}, o, "ServiceAccountKeyFile cannot be used with Config.EmulatorEndpoint"},
 		{"pool with emulator", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), EmulatorEndpoint: "localhost:8123",
 			Writer: cloudtasksio.WriterOptions{ChannelPoolSize: 4}}, o, "ChannelPoolSize cannot be used"},
+		{"cap above the limit", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{MaxInFlightTasks: 200_000}}, o, "MaxInFlightTasks is 200000"},
+		{"pool above the limit", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{ChannelPoolSize: 65}}, o, "ChannelPoolSize is 65"},
+		{"tags with a serializer", cloudtasksio.Config{Queue: testQueue, Serializer: serializeKeyedOrder}, keyedOrder{}, "only the declarative targets"},
 		{"negative cap", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{MaxInFlightTasks: -1}}, o, "MaxInFlightTasks"},
 		{"backoffs inverted", cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP(), Writer: cloudtasksio.WriterOptions{
 			RecoveryInitialBackoff: time.Minute, RecoveryMaxBackoff: time.Second}}, o, "RecoveryMaxBackoff"},

@@ -313,7 +313,10 @@ type retentionReader interface {
 type betaQueueReader struct{ spec clientSpec }
 
 func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.Duration, bool, error) {
-	client, err := sharedBetaClient(r.spec)
+	// One GetQueue per queue and process needs no connection pool.
+	spec := r.spec
+	spec.ChannelPoolSize = 0
+	client, err := sharedBetaClient(spec)
 	if err != nil {
 		return 0, false, err
 	}

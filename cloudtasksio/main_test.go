@@ -23,6 +23,7 @@ func init() {
 	register.Function1x2(keyOfOrder)
 	register.Function1x2(keyOfKeyedOrder)
 	register.Function1x2(serializeNamed)
+	register.Function1x2(serializeKeyedOrder)
 	register.Function1x1(describeDeadLetter)
 	register.Function1x1(routedFromID)
 }
@@ -111,6 +112,11 @@ func deadLetterOf(task *cloudtaskspb.Task) deadletter.FailedElement {
 		fe.Payload, _ = proto.Marshal(task)
 	}
 	return fe
+}
+
+// serializeKeyedOrder is a serializer for an element type that carries struct tags.
+func serializeKeyedOrder(o keyedOrder) (*cloudtaskspb.Task, error) {
+	return serializeOrder(order{ID: o.ID, Amount: 1})
 }
 
 // serializeNamed wrongly names its task.

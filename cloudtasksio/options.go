@@ -21,22 +21,36 @@ func DefaultWriterOptions() WriterOptions {
 	}
 }
 
+// Upper limits of the integer WriterOptions. They are far above any useful value and exist so
+// that a typo fails at construction instead of exhausting a worker: every DoFn instance
+// allocates for MaxInFlightTasks, and every connection of the pool stays open.
+const (
+	maxInFlightTasks   = 100_000
+	maxChannelPoolSize = 64
+	maxAttempts        = 1_000
+)
+
+// rangeError reports a WriterOptions field whose value is out of range.
+type rangeError struct{ field, msg string }
+
+func (e *rangeError) Error() string { return "cloudtasksio: WriterOptions." + e.field + " " + e.msg }
+
 // resolve fills zero fields with defaults and rejects negative or inconsistent values.
 func (o WriterOptions) resolve() (WriterOptions, error) {
 	d := DefaultWriterOptions()
 	ints := []struct {
-		name string
-		v    *int
-		def  int
+		name     string
+		v        *int
+		def, max int
 	}{
-		{"MaxInFlightTasks", &o.MaxInFlightTasks, d.MaxInFlightTasks},
-		{"ChannelPoolSize", &o.ChannelPoolSize, 0},
-		{"RecoveryMaxAttempts", &o.RecoveryMaxAttempts, d.RecoveryMaxAttempts},
-		{"NotFoundRecoveryMaxAttempts", &o.NotFoundRecoveryMaxAttempts, d.NotFoundRecoveryMaxAttempts},
+		{"MaxInFlightTasks", &o.MaxInFlightTasks, d.MaxInFlightTasks, maxInFlightTasks},
+		{"ChannelPoolSize", &o.ChannelPoolSize, 0, maxChannelPoolSize},
+		{"RecoveryMaxAttempts", &o.RecoveryMaxAttempts, d.RecoveryMaxAttempts, maxAttempts},
+		{"NotFoundRecoveryMaxAttempts", &o.NotFoundRecoveryMaxAttempts, d.NotFoundRecoveryMaxAttempts, maxAttempts},
 	}
 	for _, f := range ints {
-		if *f.v < 0 {
-			return o, fmt.Errorf("cloudtasksio: WriterOptions.%s is %d; it must be positive (0 means the default %d)", f.name, *f.v, f.def)
+		if *f.v < 0 || *f.v > f.max {
+			return o, &rangeError{field: f.name, msg: fmt.Sprintf("is %d; it must lie in 1..%d (0 means the default %d)", *f.v, f.max, f.def)}
 		}
 		if *f.v == 0 {
 			*f.v = f.def

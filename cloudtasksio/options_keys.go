@@ -712,10 +712,17 @@ func (p *optionParser) writer() (WriterOptions, error) {
 			return w, err
 		}
 	}
-	// The values parsed above are positive, so resolve can only object to a backoff pair (and
-	// TryWrite runs it again in any case).
+	// The values parsed above are positive, so resolve can only object to a value above its
+	// limit or to a backoff pair.
 	var be *backoffError
-	if _, err := w.resolve(); errors.As(err, &be) {
+	var re *rangeError
+	_, err = w.resolve()
+	if errors.As(err, &re) {
+		key := map[string]string{"MaxInFlightTasks": optMaxInFlight, "ChannelPoolSize": optChannelPoolSize,
+			"RecoveryMaxAttempts": optRecoveryAttempts, "NotFoundRecoveryMaxAttempts": optNotFoundAttempts}[re.field]
+		return w, optErr(key, "value %s", re.msg)
+	}
+	if errors.As(err, &be) {
 		// Blame the max key when it was given, else the initial key that exceeded the default max.
 		key := map[string][2]string{"Recovery": {optRecoveryInitial, optRecoveryMax}, "NotFoundRecovery": {optNotFoundInitial, optNotFoundMax}}[be.budget]
 		blamed := key[1]

@@ -254,6 +254,8 @@ func TestConfigFromOptionsErrorsNameTheKey(t *testing.T) {
 		{"bad staged bool", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.verify-queue-retention": "yes"}), "sink.staged.verify-queue-retention", "true, false"},
 		{"bad expired policy", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.expired-envelope-policy": "assume_committed"}), "sink.staged.expired-envelope-policy", "fail, assume-created, create-anyway, drop"},
 		{"bad int", withQueue(map[string]string{"sink.in-flight.max-tasks": "1e3"}), "sink.in-flight.max-tasks", "decimal integer"},
+		{"int above the limit", withQueue(map[string]string{"sink.in-flight.max-tasks": "1000000"}), "sink.in-flight.max-tasks", "1..100000"},
+		{"pool above the limit", withQueue(map[string]string{"sink.channel-pool-size": "65"}), "sink.channel-pool-size", "1..64"},
 		{"zero int", withQueue(map[string]string{"sink.recovery.max-attempts": "0"}), "sink.recovery.max-attempts", "at least 1"},
 		{"negative int", withQueue(map[string]string{"sink.channel-pool-size": "-2"}), "sink.channel-pool-size", "at least 1"},
 		{"int overflow", withQueue(map[string]string{"sink.recovery.not-found.max-attempts": "99999999999999999999"}), "sink.recovery.not-found.max-attempts", "decimal integer"},

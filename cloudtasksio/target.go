@@ -41,7 +41,7 @@ func parseMethod(field, name string) (cloudtaskspb.HttpMethod, error) {
 	if m, ok := methodsByName[strings.ToUpper(name)]; ok {
 		return m, nil
 	}
-	return 0, fmt.Errorf("%s %q is not one of POST, GET, HEAD, PUT, DELETE, PATCH, OPTIONS", field, name)
+	return 0, fmt.Errorf("%s is not one of POST, GET, HEAD, PUT, DELETE, PATCH, OPTIONS", field)
 }
 
 // effectiveMethod reads a method from a task; the unspecified value means POST to the service.

@@ -126,6 +126,10 @@ func TestWithContentType(t *testing.T) {
 	assert.ErrorContains(t, err, "Content-Type")
 	_, err = withContentType("h", map[string]string{"Content-Type": "application/json"}, form)
 	assert.ErrorContains(t, err, "Content-Type")
+	assert.NotContains(t, err.Error(), "application/json", "the element's own value is not repeated")
+	_, err = parseMethod("http-method field", "secret-method")
+	assert.ErrorContains(t, err, "http-method field")
+	assert.NotContains(t, err.Error(), "secret-method")
 	got, err = withContentType("h", map[string]string{"Content-Type": "application/json"}, "")
 	require.NoError(t, err)
 	assert.Equal(t, "application/json", got["Content-Type"])
@@ -136,6 +140,6 @@ func TestBoundedTextCutsOnARuneBoundary(t *testing.T) {
 	got := boundedText(s, 100)
 	assert.LessOrEqual(t, len(got), 100)
 	assert.True(t, strings.HasSuffix(got, "[truncated]"))
-	assert.True(t, strings.HasPrefix(s, strings.TrimSuffix(got, "…[truncated]")))
+	assert.True(t, strings.HasPrefix(s, strings.TrimSuffix(got, "...[truncated]")))
 	assert.Equal(t, "short", boundedText("short", 100))
 }

@@ -53,6 +53,10 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		b.taskID = reflectx.ToFunc1x2(spec.TaskIDFn.Fn)
 	}
 	if spec.Serializer != nil {
+		if field, ok := cloudtasksTaggedField(elem); ok {
+			return nil, fmt.Errorf("cloudtasksio: field %s of %v has a `cloudtasks` tag, but only the declarative targets (Config.HTTP, Config.AppEngine) read those tags; "+
+				"with Config.Serializer set the request yourself and name tasks with Config.TaskIDFn", field, elem)
+		}
 		b.serialize = reflectx.ToFunc1x2(spec.Serializer.Fn)
 		return b, nil
 	}
@@ -323,6 +327,23 @@ func (b *taskBuilder) key(elem any, md *formats.Metadata, task *cloudtaskspb.Tas
 	return "", false, nil
 }
 
+// cloudtasksTaggedField returns the name of the first field of t (a struct or a pointer to one)
+// that carries a `cloudtasks` tag.
+func cloudtasksTaggedField(t reflect.Type) (string, bool) {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return "", false
+	}
+	for i := 0; i < t.NumField(); i++ {
+		if _, ok := t.Field(i).Tag.Lookup("cloudtasks"); ok {
+			return t.Field(i).Name, true
+		}
+	}
+	return "", false
+}
+
 // mergeHeaders returns the fixed headers overridden by the element's headers, matching names
 // without regard to case and keeping the element's spelling.
 func mergeHeaders(fixed, override map[string]string) map[string]string {
@@ -355,7 +376,7 @@ func withContentType(field string, headers map[string]string, contentType string
 	for k, v := range headers {
 		if strings.EqualFold(k, "Content-Type") {
 			if !formats.ContentTypeMatches(contentType, v) {
-				return nil, fmt.Errorf("%s set Content-Type %q, but the body format sends %q", field, v, contentType)
+				return nil, fmt.Errorf("%s set a Content-Type other than %q, which the body format sends (a different media type, or parameters)", field, contentType)
 			}
 			continue
 		}

@@ -238,7 +238,7 @@ func boundedText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	const marker = "…[truncated]"
+	const marker = deadletter.TruncatedMarker
 	cut := n - len(marker)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
