@@ -74,8 +74,12 @@ func runFrom(t *testing.T, cfg cloudtasksio.Config, source func(beam.Scope) beam
 		return nil, err
 	}
 	counters = map[string]int64{}
-	for _, c := range pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "cloudtasksio" }).Counters() {
+	results := pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "cloudtasksio" })
+	for _, c := range results.Counters() {
 		counters[c.Name()] += c.Result()
+	}
+	for _, g := range results.Gauges() {
+		counters["gauge:"+g.Name()] = g.Result().Value // gauges land here under a prefix
 	}
 	return counters, nil
 }
@@ -160,9 +164,14 @@ func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
 	srv.SetLatency(20 * time.Millisecond)
 	cfg := httpConfig(srv)
 	cfg.Writer.MaxInFlightTasks = 5
-	_, err := run(t, cfg, orders(50))
+	counters, err := run(t, cfg, orders(50))
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), 50)
+	for _, gauge := range []string{"gauge:inFlightTasks", "gauge:parkedTasks"} {
+		value, reported := counters[gauge]
+		assert.True(t, reported, gauge)
+		assert.Zero(t, value, "%s after the bundle's flush", gauge)
+	}
 	st := srv.Stats()
 	assert.LessOrEqual(t, st.MaxCreateTaskInFlight, 5)
 	assert.GreaterOrEqual(t, st.MaxCreateTaskInFlight, 2, "creates should overlap up to the cap")
