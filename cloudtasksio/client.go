@@ -20,30 +20,42 @@ type clientSpec struct {
 	ChannelPoolSize       int    `json:",omitempty"`
 }
 
-var (
-	clientsMu sync.Mutex
-	clients   = map[clientSpec]*cloudtasks.Client{}
-)
+// clientCache keeps one client of type C per clientSpec for the life of the process.
+type clientCache[C any] struct {
+	mu      sync.Mutex
+	clients map[clientSpec]C
+	dial    func(context.Context, ...option.ClientOption) (C, error)
+	what    string // the client's name in errors
+}
 
-// sharedClient returns the process-wide client for spec, creating it on first use.
-func sharedClient(spec clientSpec) (*cloudtasks.Client, error) {
-	clientsMu.Lock()
-	defer clientsMu.Unlock()
-	if c, ok := clients[spec]; ok {
-		return c, nil
+// get returns the process-wide client for spec, creating it on first use.
+func (c *clientCache[C]) get(spec clientSpec) (C, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if client, ok := c.clients[spec]; ok {
+		return client, nil
 	}
+	var zero C
 	opts, err := spec.options()
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	// The client outlives any one bundle, so it must not be bound to a bundle's context.
-	c, err := cloudtasks.NewClient(context.Background(), opts...)
+	client, err := c.dial(context.Background(), opts...)
 	if err != nil {
-		return nil, fmt.Errorf("cloudtasksio: creating the Cloud Tasks client: %w", err)
+		return zero, fmt.Errorf("cloudtasksio: creating the %s client: %w", c.what, err)
 	}
-	clients[spec] = c
-	return c, nil
+	if c.clients == nil {
+		c.clients = map[clientSpec]C{}
+	}
+	c.clients[spec] = client
+	return client, nil
 }
+
+var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what: "Cloud Tasks"}
+
+// sharedClient returns the process-wide Cloud Tasks client for spec.
+func sharedClient(spec clientSpec) (*cloudtasks.Client, error) { return v2Clients.get(spec) }
 
 // options translates spec into client options. With an emulator the connection is plaintext
 // and carries no credentials at all: a token must never travel unencrypted.

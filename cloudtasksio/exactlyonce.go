@@ -316,7 +316,7 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 	// One GetQueue per queue and process needs no connection pool.
 	spec := r.spec
 	spec.ChannelPoolSize = 0
-	client, err := sharedBetaClient(spec)
+	client, err := betaClients.get(spec)
 	if err != nil {
 		return 0, false, err
 	}
@@ -333,9 +333,6 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 }
 
 var (
-	betaClientsMu sync.Mutex
-	betaClients   = map[clientSpec]*cloudtasksbeta.Client{}
-
 	// verified holds the queues whose retention this process has checked, per client
 	// setting and required retention.
 	verified sync.Map // retentionKey -> struct{}
@@ -347,23 +344,7 @@ type retentionKey struct {
 	retention time.Duration
 }
 
-func sharedBetaClient(spec clientSpec) (*cloudtasksbeta.Client, error) {
-	betaClientsMu.Lock()
-	defer betaClientsMu.Unlock()
-	if c, ok := betaClients[spec]; ok {
-		return c, nil
-	}
-	opts, err := spec.options()
-	if err != nil {
-		return nil, err
-	}
-	c, err := cloudtasksbeta.NewClient(context.Background(), opts...)
-	if err != nil {
-		return nil, fmt.Errorf("cloudtasksio: creating the Cloud Tasks v2beta3 client: %w", err)
-	}
-	betaClients[spec] = c
-	return c, nil
-}
+var betaClients = clientCache[*cloudtasksbeta.Client]{dial: cloudtasksbeta.NewClient, what: "Cloud Tasks v2beta3"}
 
 // defaultTombstoneTTL is the name retention of a queue that does not report one.
 const defaultTombstoneTTL = time.Hour

@@ -231,17 +231,28 @@ func (b *taskBuilder) schedule(task *cloudtaskspb.Task, md *formats.Metadata) {
 	}
 }
 
-func (b *taskBuilder) buildHTTP(elem any, md *formats.Metadata) (*cloudtaskspb.Task, error) {
-	t := b.http
+// requestParts resolves what both target families share: the element's method, the body
+// (only when carries says the method has one) and the merged headers.
+func (b *taskBuilder) requestParts(elem any, md *formats.Metadata, fixedHeaders map[string]string,
+	carries func(cloudtaskspb.HttpMethod) bool) (cloudtaskspb.HttpMethod, []byte, map[string]string, error) {
 	method, err := b.elementMethod(md)
 	if err != nil {
-		return nil, err
+		return 0, nil, nil, err
 	}
-	body, ct, err := b.body(elem, httpCarriesBody(method))
+	body, contentType, err := b.body(elem, carries(method))
 	if err != nil {
-		return nil, err
+		return 0, nil, nil, err
 	}
-	headers, err := b.headers(t.Headers, md, ct)
+	headers, err := b.headers(fixedHeaders, md, contentType)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	return method, body, headers, nil
+}
+
+func (b *taskBuilder) buildHTTP(elem any, md *formats.Metadata) (*cloudtaskspb.Task, error) {
+	t := b.http
+	method, body, headers, err := b.requestParts(elem, md, t.Headers, httpCarriesBody)
 	if err != nil {
 		return nil, err
 	}
@@ -267,15 +278,7 @@ func (b *taskBuilder) buildHTTP(elem any, md *formats.Metadata) (*cloudtaskspb.T
 
 func (b *taskBuilder) buildAppEngine(elem any, md *formats.Metadata) (*cloudtaskspb.Task, error) {
 	t := b.appEngine
-	method, err := b.elementMethod(md)
-	if err != nil {
-		return nil, err
-	}
-	body, ct, err := b.body(elem, appEngineCarriesBody(method))
-	if err != nil {
-		return nil, err
-	}
-	headers, err := b.headers(t.Headers, md, ct)
+	method, body, headers, err := b.requestParts(elem, md, t.Headers, appEngineCarriesBody)
 	if err != nil {
 		return nil, err
 	}
