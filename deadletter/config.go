@@ -12,8 +12,7 @@ import (
 // Defaults of PubSubConfig.
 const (
 	// DefaultMaxInFlightMessages is the number of publishes one DoFn instance leaves
-	// outstanding before it waits for them, as set by DefaultPubSubConfig. (A zero
-	// MaxInFlightMessages means synchronous publishing, not this default.)
+	// outstanding before it waits for them. A zero MaxInFlightMessages means this value.
 	DefaultMaxInFlightMessages = 1000
 	// DefaultFlushTimeout bounds each wait for outstanding publishes. A zero FlushTimeout
 	// means this value.
@@ -21,8 +20,8 @@ const (
 )
 
 // PubSubConfig configures ToPubSub, the transform that publishes failed elements to a Pub/Sub
-// topic. Start from DefaultPubSubConfig, which sets the recommended in-flight bound; a literal
-// PubSubConfig{Topic: ...} publishes synchronously (see MaxInFlightMessages).
+// topic. The zero value of every field but Topic means its default, so PubSubConfig{Topic: t}
+// and DefaultPubSubConfig(t) behave the same.
 type PubSubConfig struct {
 	// Topic is the full resource name of the topic, "projects/P/topics/T". The topic must
 	// already exist: ToPubSub never creates it, and fails the first bundle with an error
@@ -30,12 +29,11 @@ type PubSubConfig struct {
 	Topic string
 	// MaxInFlightMessages bounds the publishes one DoFn instance leaves outstanding. The
 	// client batches them; when this many are outstanding the DoFn waits for all of them
-	// before it publishes more. DefaultPubSubConfig sets DefaultMaxInFlightMessages (1000).
+	// before it publishes more. 0 (the zero value) means DefaultMaxInFlightMessages (1000).
 	//
-	// Two values are special. 0 (the zero value) publishes each message and waits for it
-	// before the next: one round trip per failed element, nothing outstanding between
-	// elements. -1 never waits before FinishBundle, so a bundle's every failed element may be
-	// outstanding at once. Values below -1 are rejected.
+	// 1 waits for each publish before the next: one round trip per failed element, nothing
+	// outstanding between elements. -1 never waits before FinishBundle, so a bundle's every
+	// failed element may be outstanding at once. Values below -1 are rejected.
 	MaxInFlightMessages int
 	// FlushTimeout bounds each wait for outstanding publishes, whether in FinishBundle or
 	// because MaxInFlightMessages was reached, as one deadline for all the messages of that
@@ -76,7 +74,10 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 		return cfg, err
 	}
 	if cfg.MaxInFlightMessages < -1 {
-		return cfg, fmt.Errorf("deadletter: MaxInFlightMessages is %d; want -1 (wait only in FinishBundle), 0 (wait for each message) or a positive bound", cfg.MaxInFlightMessages)
+		return cfg, fmt.Errorf("deadletter: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+	}
+	if cfg.MaxInFlightMessages == 0 {
+		cfg.MaxInFlightMessages = DefaultMaxInFlightMessages
 	}
 	if cfg.FlushTimeout < 0 {
 		return cfg, fmt.Errorf("deadletter: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)

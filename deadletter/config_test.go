@@ -81,14 +81,21 @@ func TestTryToPubSubAcceptsGoodConfig(t *testing.T) {
 	}
 }
 
-func TestDefaultPubSubConfigAndZeroFlushTimeout(t *testing.T) {
+func TestZeroFieldsMeanTheDefaults(t *testing.T) {
 	cfg := DefaultPubSubConfig(goodTopic)
 	assert.Equal(t, PubSubConfig{Topic: goodTopic, MaxInFlightMessages: 1000, FlushTimeout: 60 * time.Second}, cfg)
 
 	got, err := PubSubConfig{Topic: goodTopic}.validate()
 	require.NoError(t, err)
 	assert.Equal(t, DefaultFlushTimeout, got.FlushTimeout)
-	assert.Equal(t, 0, got.MaxInFlightMessages, "zero stays synchronous")
+	assert.Equal(t, DefaultMaxInFlightMessages, got.MaxInFlightMessages, "zero means the default bound")
+	assert.Equal(t, cfg, got, "a literal config with only a topic equals the default config")
+
+	for _, n := range []int{-1, 1, 7} {
+		got, err := PubSubConfig{Topic: goodTopic, MaxInFlightMessages: n}.validate()
+		require.NoError(t, err)
+		assert.Equal(t, n, got.MaxInFlightMessages, "an explicit bound is kept")
+	}
 }
 
 func TestTryToPubSubRejectsOtherElementTypes(t *testing.T) {

@@ -40,7 +40,7 @@ func (p pubsubPublisher) Publish(ctx context.Context, msg *pubsub.Message) publi
 type outbox struct {
 	pub     publisher
 	topic   string
-	limit   int           // MaxInFlightMessages: -1 unbounded, 0 wait for each, n wait at n
+	limit   int           // MaxInFlightMessages after defaults: -1 unbounded, n >= 1 wait at n
 	timeout time.Duration // one deadline per wait
 	pending []publishResult
 }
@@ -50,7 +50,7 @@ type outbox struct {
 func (o *outbox) publish(ctx context.Context, msg *pubsub.Message) error {
 	o.pending = append(o.pending, o.pub.Publish(ctx, msg))
 	messagesOutstanding.Set(ctx, int64(len(o.pending)))
-	if o.limit >= 0 && len(o.pending) >= max(o.limit, 1) {
+	if o.limit > 0 && len(o.pending) >= o.limit {
 		return o.wait(ctx)
 	}
 	return nil

@@ -81,11 +81,10 @@ func TestOutboxBoundsOutstandingPublishes(t *testing.T) {
 		limit           int
 		wantOutstanding int // most publishes outstanding at once
 	}{
-		{limit: 0, wantOutstanding: 1},    // each publish is awaited before the next
 		{limit: 2, wantOutstanding: 2},    // waits after every second publish
 		{limit: 1000, wantOutstanding: n}, // bound not reached within the bundle
 		{limit: -1, wantOutstanding: n},   // only FinishBundle waits
-		{limit: 1, wantOutstanding: 1},    // a bound of one behaves like synchronous
+		{limit: 1, wantOutstanding: 1},    // each publish is awaited before the next
 		{limit: n, wantOutstanding: n},    // reached exactly at the last publish
 		{limit: n - 1, wantOutstanding: n - 1},
 	}
@@ -118,7 +117,7 @@ func TestOutboxUnboundedWaitsOnlyAtFinish(t *testing.T) {
 
 func TestOutboxPublishErrorFailsTheWait(t *testing.T) {
 	denied := errors.New("permission denied on topic")
-	for _, limit := range []int{-1, 0, 3} {
+	for _, limit := range []int{-1, 1, 3} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
 			fp := &fakePublisher{instant: true, failAt: 2, failWith: denied}
 			box := &outbox{pub: fp, topic: goodTopic, limit: limit, timeout: time.Minute}
@@ -172,7 +171,7 @@ func TestOutboxBoundedPublishFailsAtFlushTimeout(t *testing.T) {
 func TestOutboxSynchronousPublishFailsAtFlushTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fp := &fakePublisher{}
-		box := &outbox{pub: fp, topic: goodTopic, limit: 0, timeout: DefaultFlushTimeout}
+		box := &outbox{pub: fp, topic: goodTopic, limit: 1, timeout: DefaultFlushTimeout}
 		start := time.Now()
 		err := box.publish(t.Context(), msg(0))
 		require.ErrorIs(t, err, context.DeadlineExceeded)

@@ -99,7 +99,11 @@ func (f *publishFn) StartBundle(ctx context.Context) error {
 
 // start begins a bundle that publishes through pub.
 func (f *publishFn) start(pub publisher) {
-	f.box = &outbox{pub: pub, topic: f.Topic, limit: f.MaxInFlightMessages, timeout: f.FlushTimeout}
+	limit := f.MaxInFlightMessages
+	if limit == 0 {
+		limit = DefaultMaxInFlightMessages
+	}
+	f.box = &outbox{pub: pub, topic: f.Topic, limit: limit, timeout: f.FlushTimeout}
 	f.bundle = randomHex(8)
 }
 
