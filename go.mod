@@ -1,6 +1,6 @@
 module github.com/beam-cloudtasks/beam-cloudtasks
 
-go 1.26.8
+go 1.26.0
 
 require (
 	cloud.google.com/go/auth v0.24.1-0.20261001053825-dbc26066f70a
