@@ -43,6 +43,12 @@ const tokenEpsilon = 1e-9
 // clock from WithClock that stands still cannot make it spin.
 const minWait = time.Millisecond
 
+// maxWait bounds the loop's sleep for a token. A tiny positive rate (below
+// about 1e-10/s) needs longer than a time.Duration holds; the conversion
+// would wrap and make the loop wake every minWait forever. Waking once a day
+// to find the bucket still short costs nothing.
+const maxWait = 24 * time.Hour
+
 // queueDispatch is one queue's dispatch state, guarded by store.mu.
 type queueDispatch struct {
 	due      dueHeap
@@ -249,8 +255,8 @@ func (d *dispatcher) fillQueue(qs *queueState, now time.Time) time.Time {
 			return time.Time{} // a finishing attempt wakes the loop
 		}
 		if qd.tokens < 1-tokenEpsilon {
-			need := (1 - qd.tokens) / rate * float64(time.Second)
-			return now.Add(time.Duration(math.Ceil(need)))
+			need := math.Ceil((1 - qd.tokens) / rate * float64(time.Second))
+			return now.Add(time.Duration(min(need, float64(maxWait))))
 		}
 		heap.Pop(&qd.due)
 		if !d.sendable(it.e) {

@@ -664,3 +664,42 @@ func TestRunTaskAfterCloseStartsNothing(t *testing.T) {
 		assert.Zero(t, s.Stats().DispatchAttempts)
 	})
 }
+
+// countingClock is time.Now that counts its calls: each dispatcher pass
+// reads the clock, so the count bounds how often the loop woke.
+type countingClock struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingClock) now() time.Time {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return time.Now()
+}
+
+func (c *countingClock) calls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func TestTinyDispatchRateDoesNotSpinTheDispatcher(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clock := &countingClock{}
+		target := &fakeTarget{}
+		s := startBackend(t, target, WithClock(clock.now))
+		// One token per ~3000 years: the first task takes the bucket's only
+		// token, the second waits far beyond what a time.Duration holds.
+		mustQueue(t, s, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 1e-11}})
+		mustTask(t, s, postTask("first"))
+		mustTask(t, s, postTask("second"))
+		synctest.Wait()
+		before := clock.calls()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.Len(t, target.deliveries(), 1)
+		assert.LessOrEqual(t, clock.calls()-before, 5, "the dispatcher woke for nothing")
+	})
+}

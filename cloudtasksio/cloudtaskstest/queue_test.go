@@ -2,6 +2,7 @@ package cloudtaskstest_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,9 @@ func TestCreateQueueRejections(t *testing.T) {
 		{"bad parent", "projects/p", &cloudtaskspb.Queue{Name: queueB}, codes.InvalidArgument},
 		{"queue outside parent", "projects/other/locations/us-central1", &cloudtaskspb.Queue{Name: queueB}, codes.InvalidArgument},
 		{"rate above 500", location, &cloudtaskspb.Queue{Name: queueB, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 501}}, codes.InvalidArgument},
+		{"rate NaN", location, &cloudtaskspb.Queue{Name: queueB, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: math.NaN()}}, codes.InvalidArgument},
+		{"rate +Inf", location, &cloudtaskspb.Queue{Name: queueB, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: math.Inf(1)}}, codes.InvalidArgument},
+		{"rate -Inf", location, &cloudtaskspb.Queue{Name: queueB, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: math.Inf(-1)}}, codes.InvalidArgument},
 		{"concurrency above 5000", location, &cloudtaskspb.Queue{Name: queueB, RateLimits: &cloudtaskspb.RateLimits{MaxConcurrentDispatches: 5001}}, codes.InvalidArgument},
 		{"max attempts below -1", location, &cloudtaskspb.Queue{Name: queueB, RetryConfig: &cloudtaskspb.RetryConfig{MaxAttempts: -2}}, codes.InvalidArgument},
 		{"min backoff above max", location, &cloudtaskspb.Queue{Name: queueB, RetryConfig: &cloudtaskspb.RetryConfig{
@@ -274,4 +278,21 @@ func TestUpdateQueueAppliesTheMask(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, cloudtaskspb.Queue_RUNNING, q.GetState())
 	assert.Equal(t, int32(1), q.GetRateLimits().GetMaxBurstSize())
+}
+
+func TestUpdateQueueRejectsANonFiniteRate(t *testing.T) {
+	srv, client := start(t)
+	_, err := srv.CreateQueue(queueA)
+	require.NoError(t, err)
+	for _, r := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		_, err := client.UpdateQueue(context.Background(), &cloudtaskspb.UpdateQueueRequest{
+			Queue:      &cloudtaskspb.Queue{Name: queueA, RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: r}},
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"rate_limits.max_dispatches_per_second"}},
+		})
+		requireCode(t, codes.InvalidArgument, err)
+		assert.Contains(t, err.Error(), "max_dispatches_per_second", "rate %v", r)
+	}
+	q, err := client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: queueA})
+	require.NoError(t, err)
+	assert.Equal(t, 500.0, q.GetRateLimits().GetMaxDispatchesPerSecond(), "the rejected updates changed nothing")
 }

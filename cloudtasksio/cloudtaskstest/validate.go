@@ -2,6 +2,7 @@ package cloudtaskstest
 
 import (
 	"fmt"
+	"math"
 	"net/url"
 	"regexp"
 	"strings"
@@ -297,8 +298,10 @@ const (
 )
 
 func validateRateLimits(rl *cloudtaskspb.RateLimits) error {
-	if r := rl.GetMaxDispatchesPerSecond(); r < 0 || r > maxDispatchRate {
-		return invalid("queue.rate_limits.max_dispatches_per_second: %v is outside (0, %d]", r, maxDispatchRate)
+	// NaN compares false with everything: test for it by name, or a NaN rate
+	// would pass and remove pacing.
+	if r := rl.GetMaxDispatchesPerSecond(); math.IsNaN(r) || math.IsInf(r, 0) || r < 0 || r > maxDispatchRate {
+		return invalid("queue.rate_limits.max_dispatches_per_second: %v is not a number in (0, %d] (0 picks the default)", r, maxDispatchRate)
 	}
 	if c := rl.GetMaxConcurrentDispatches(); c < 0 || c > maxConcurrentDisp {
 		return invalid("queue.rate_limits.max_concurrent_dispatches: %d is outside [1, %d]", c, maxConcurrentDisp)
