@@ -229,24 +229,35 @@ func (a *authority) verifyOAuth(token string) (*OAuthGrant, error) {
 }
 
 // handler serves the OpenID discovery document and the key set, under the
-// issuer URL's path.
+// issuer URL's path. Paths are compared as they are, never turned into
+// ServeMux patterns: an issuer path may hold any character.
 func (a *authority) handler() http.Handler {
 	prefix := ""
 	if u, err := url.Parse(a.issuer); err == nil {
 		prefix = strings.TrimSuffix(u.Path, "/")
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+prefix+"/.well-known/openid-configuration", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, map[string]any{
-			"issuer":                                a.issuer,
-			"jwks_uri":                              strings.TrimSuffix(a.issuer, "/") + "/jwks",
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-			"response_types_supported":              []string{"id_token"},
-			"subject_types_supported":               []string{"public"},
-			"claims_supported":                      []string{"aud", "azp", "email", "email_verified", "exp", "iat", "iss", "sub"},
-		})
-	})
-	mux.HandleFunc("GET "+prefix+"/jwks", func(w http.ResponseWriter, _ *http.Request) {
+	discovery, jwks := prefix+"/.well-known/openid-configuration", prefix+"/jwks"
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != discovery && r.URL.Path != jwks {
+			http.NotFound(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		if r.URL.Path == discovery {
+			writeJSON(w, map[string]any{
+				"issuer":                                a.issuer,
+				"jwks_uri":                              strings.TrimSuffix(a.issuer, "/") + "/jwks",
+				"id_token_signing_alg_values_supported": []string{"RS256"},
+				"response_types_supported":              []string{"id_token"},
+				"subject_types_supported":               []string{"public"},
+				"claims_supported":                      []string{"aud", "azp", "email", "email_verified", "exp", "iat", "iss", "sub"},
+			})
+			return
+		}
 		key, err := a.signer()
 		if err != nil {
 			http.Error(w, "no signing key", http.StatusInternalServerError)
@@ -258,7 +269,6 @@ func (a *authority) handler() http.Handler {
 			"e": b64.EncodeToString(big.NewInt(int64(key.PublicKey.E)).Bytes()),
 		}}})
 	})
-	return mux
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -260,6 +260,23 @@ func TestOpenIDHandlerPublishesTheSigningKey(t *testing.T) {
 	assert.Equal(t, int64(pub.E), new(big.Int).SetBytes(e).Int64())
 }
 
+func TestOpenIDHandlerTakesAnyIssuerPath(t *testing.T) {
+	const issuer = "http://127.0.0.1:8980/{tenant}/x{"
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithOIDCIssuer(issuer))
+	defer srv.Close()
+	ts := httptest.NewServer(srv.OpenIDHandler()) // used to panic: the path became a ServeMux pattern
+	defer ts.Close()
+	var disco struct {
+		Issuer string `json:"issuer"`
+	}
+	getJSON(t, ts.URL+"/%7Btenant%7D/x%7B/.well-known/openid-configuration", &disco)
+	assert.Equal(t, issuer, disco.Issuer)
+	resp, err := http.Get(ts.URL + "/any/x%7B/jwks")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "{tenant} is not a wildcard")
+}
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	resp, err := http.Get(url)

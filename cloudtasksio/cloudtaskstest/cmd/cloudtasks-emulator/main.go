@@ -57,6 +57,9 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case errors.Is(err, errUsage):
+		if err != errUsage { // the flag package has printed its own
+			fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
+		}
 		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
@@ -64,7 +67,19 @@ func main() {
 	}
 }
 
+// errUsage marks a command line the emulator cannot run with (exit status
+// 2): a bad flag, a bad flag value, a stray argument.
 var errUsage = errors.New("usage")
+
+// usageError is a bad flag value; errors.Is(err, errUsage) holds for it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
 
 // queueFlags collects a repeatable flag.
 type queueFlags []string
@@ -97,10 +112,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return fmt.Errorf("-log-level %q: want debug, info, warn or error", *level)
+		return usagef("-log-level %q: want debug, info, warn or error", *level)
 	}
 	if *port < 0 || *port > 65535 {
-		return fmt.Errorf("-port %d: want 0 to 65535", *port)
+		return usagef("-port %d: want 0 to 65535", *port)
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 
@@ -119,13 +134,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	}
 	var issuerPort string
 	if *issuer != "" {
-		u, err := url.Parse(*issuer)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			return fmt.Errorf("-openid-issuer %q: want an http(s) URL such as http://localhost:8980", *issuer)
-		}
-		issuerPort = u.Port()
-		if issuerPort == "" {
-			issuerPort = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		var err error
+		if issuerPort, err = issuerListenPort(*issuer); err != nil {
+			return err
 		}
 		opts = append(opts, cloudtaskstest.WithOIDCIssuer(strings.TrimSuffix(*issuer, "/")))
 	}
@@ -137,7 +148,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	defer srv.Close()
 	for _, q := range queues {
 		if _, err := srv.CreateQueue(q); err != nil {
-			return fmt.Errorf("-queue %q: %w", q, err)
+			return usagef("-queue %q: %v", q, err)
 		}
 	}
 
@@ -156,4 +167,40 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil
+}
+
+// issuerListenPort checks an -openid-issuer value and returns the port its
+// discovery document is served on. An OpenID issuer is an http(s) URL with a
+// host, an optional path, and no user info, query or fragment; its port must
+// be fixed, since clients find the keys through it.
+func issuerListenPort(issuer string) (string, error) {
+	shown := issuer
+	bad := func(why string) error {
+		return usagef("-openid-issuer %q: %s; want an http(s) URL such as http://localhost:8980", shown, why)
+	}
+	u, err := url.Parse(issuer)
+	if err == nil && u.User != nil {
+		shown = u.Redacted() // never echo a password
+		return "", bad("user info is not allowed")
+	}
+	switch {
+	case err != nil:
+		return "", bad("not a URL")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", bad("the scheme is not http or https")
+	case u.Hostname() == "":
+		return "", bad("no host")
+	case u.RawQuery != "" || u.ForceQuery:
+		return "", bad("a query is not allowed")
+	case u.Fragment != "" || strings.Contains(issuer, "#"):
+		return "", bad("a fragment is not allowed")
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", bad("the port must be 1 to 65535")
+	}
+	return port, nil
 }

@@ -200,6 +200,38 @@ func TestEmulatorServesOpenIDDiscoveryOnTheIssuerPort(t *testing.T) {
 	assert.Contains(t, decodeSegment(t, parts[1]), `"iss":"`+issuer+`"`)
 }
 
+// An issuer path is served as it is: characters that mean something in a
+// ServeMux pattern ({, }, spaces) are plain path characters here.
+func TestEmulatorServesDiscoveryUnderAnIssuerPathWithPatternCharacters(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	base := "http://" + lis.Addr().String()
+	require.NoError(t, lis.Close())
+	issuer := base + "/{tenant}/x{"
+	startRun(t, nil, "-port", "0", "-openid-issuer", issuer)
+
+	var disco map[string]any
+	getJSON(t, base+"/%7Btenant%7D/x%7B/.well-known/openid-configuration", &disco)
+	assert.Equal(t, issuer, disco["issuer"])
+	var keys struct{ Keys []map[string]any }
+	getJSON(t, disco["jwks_uri"].(string), &keys)
+	assert.Len(t, keys.Keys, 1)
+
+	resp, err := http.Get(base + "/other/x%7B/.well-known/openid-configuration")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusNotFound, resp.StatusCode, "{tenant} is not a wildcard")
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+}
+
 func decodeSegment(t *testing.T, s string) string {
 	t.Helper()
 	b, err := base64.RawURLEncoding.DecodeString(s)
@@ -212,19 +244,29 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 		args []string
 		want string // the error or the usage output names the flag or argument at fault
 	}{
-		"unknown flag":   {[]string{"-nope"}, "-nope"},
-		"bad queue":      {[]string{"-port", "0", "-queue", "projects/p/queues/q"}, "-queue"},
-		"bad log level":  {[]string{"-log-level", "loud"}, "-log-level"},
-		"bad issuer":     {[]string{"-openid-issuer", "localhost"}, "-openid-issuer"},
-		"port too large": {[]string{"-port", "70000"}, "-port"},
-		"stray argument": {[]string{"-port", "0", "extra"}, `"extra"`},
+		"unknown flag":      {[]string{"-nope"}, "-nope"},
+		"bad queue":         {[]string{"-port", "0", "-queue", "projects/p/queues/q"}, "-queue"},
+		"bad log level":     {[]string{"-log-level", "loud"}, "-log-level"},
+		"bad issuer":        {[]string{"-openid-issuer", "localhost"}, "-openid-issuer"},
+		"issuer query":      {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/?tenant=a"}, "-openid-issuer"},
+		"issuer fragment":   {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/#a"}, "-openid-issuer"},
+		"issuer port 0":     {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0"}, "-openid-issuer"},
+		"issuer user info":  {[]string{"-port", "0", "-openid-issuer", "http://u:p@127.0.0.1:8980"}, "-openid-issuer"},
+		"issuer bad escape": {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/%zz"}, "-openid-issuer"},
+		"port too large":    {[]string{"-port", "70000"}, "-port"},
+		"stray argument":    {[]string{"-port", "0", "extra"}, `"extra"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), tc.args, func(string) string { return "" }, &out)
+			// Cancelled: a flag wrongly accepted returns nil at once.
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			err := run(ctx, tc.args, func(string) string { return "" }, &out)
 			require.Error(t, err)
+			assert.ErrorIs(t, err, errUsage, "a bad flag is a usage error (exit status 2)")
 			assert.Contains(t, err.Error()+"\n"+out.String(), tc.want)
+			assert.NotContains(t, err.Error()+"\n"+out.String(), "u:p@", "a password in a flag is never echoed")
 		})
 	}
 }
