@@ -48,7 +48,7 @@ func TestQueueOverridesAreVisibleToTheGoV2Client(t *testing.T) {
 	require.NoError(t, err)
 	_, err = client.UpdateQueue(context.Background(), &cloudtaskspb.UpdateQueueRequest{
 		Queue: &cloudtaskspb.Queue{Name: queueA,
-			HttpTarget: &cloudtaskspb.HttpTarget{UriOverride: &cloudtaskspb.UriOverride{Host: proto.String("elsewhere.example.com")}},
+			HttpTarget:               &cloudtaskspb.HttpTarget{UriOverride: &cloudtaskspb.UriOverride{Host: proto.String("elsewhere.example.com")}},
 			AppEngineRoutingOverride: &cloudtaskspb.AppEngineRouting{Service: "worker"}},
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"http_target", "app_engine_routing_override"}},
 	})
