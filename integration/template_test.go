@@ -2,11 +2,13 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -49,14 +51,33 @@ func newTplEnv(t *testing.T) *tplEnv {
 	return &tplEnv{server: b.Server, queue: b.newQueue(t, nil)}
 }
 
-// sinkFlags are the --sink flags that point the template at the env's queue and server.
+// sinkFlags are the sink flags that point the template at the env's queue and server, plus
+// extra option keys as "key=value" (header keys are gathered into their JSON-object flag).
 func (e *tplEnv) sinkFlags(extra ...string) []string {
-	args := []string{
-		"--sink", "project=" + e.queue.Project, "--sink", "location=" + e.queue.Location,
-		"--sink", "queue=" + e.queue.Name, "--sink", "emulator-endpoint=" + e.server.Addr,
+	return sinkArgs(append([]string{
+		"project=" + e.queue.Project, "location=" + e.queue.Location,
+		"queue=" + e.queue.Name, "emulator-endpoint=" + e.server.Addr,
+	}, extra...)...)
+}
+
+// sinkArgs turns option keys given as "key=value" into the template's flags.
+func sinkArgs(kvs ...string) []string {
+	var args []string
+	headers := map[string]map[string]string{}
+	for _, kv := range kvs {
+		k, v, _ := strings.Cut(kv, "=")
+		if family, name, ok := strings.Cut(k, ".headers."); ok {
+			if headers[family] == nil {
+				headers[family] = map[string]string{}
+			}
+			headers[family][name] = v
+			continue
+		}
+		args = append(args, "--"+template.SinkFlagName(k)+"="+v)
 	}
-	for _, kv := range extra {
-		args = append(args, "--sink", kv)
+	for family, h := range headers {
+		obj, _ := json.Marshal(h)
+		args = append(args, "--"+template.SinkFlagName(family+".headers")+"="+string(obj))
 	}
 	return args
 }
@@ -276,10 +297,13 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 	assert.Equal(t, int64(len(tplBadRecords)+1), counters["deadletter.messagesPublished"])
 }
 
-// TestTemplateConfigurationErrorsNameTheFlag checks that Build rejects bad flag combinations
-// before anything runs, naming the flag or option key.
+// tplSink are the sink flags of the construction-only tests.
+var tplSink = sinkArgs("project=p", "location=l", "queue=q", "http.url="+tplFixedURL)
+
+// TestTemplateConfigurationErrorsNameTheFlag checks that Build rejects bad flags and flag
+// combinations before anything runs, naming the flag.
 func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
-	sink := []string{"--sink", "project=p", "--sink", "location=l", "--sink", "queue=q", "--sink", "http.url=" + tplFixedURL}
+	kafka := []string{"--kafka_bootstrap_servers", "127.0.0.1:9092", "--kafka_topics", "t"}
 	tests := []struct {
 		name string
 		args []string
@@ -287,22 +311,34 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 	}{
 		{"field flag on raw records", []string{"--task_id_field", "id"}, "--task_id_field"},
 		{"unknown record format", []string{"--format", "xml"}, "--format"},
-		{"sink format other than raw", []string{"--sink", "format=json"}, "--sink format=json"},
-		{"bad sink key", []string{"--sink", "http.uri=x"}, `"http.uri"`},
+		{"bad sink value", []string{"--cloudtasks_sink_recovery_max_attempts=0"}, `--cloudtasks_sink_recovery_max_attempts: `},
+		{"bad sink method", []string{"--cloudtasks_http_method=FETCH"}, `--cloudtasks_http_method: `},
+		{"key of the other target", []string{"--cloudtasks_app_engine_service=w"}, `--cloudtasks_app_engine_service: `},
+		{"bad header name", []string{`--cloudtasks_http_headers={"Bad Name":"v"}`}, `--cloudtasks_http_headers header "Bad Name": `},
 		{"dead-letter without topic", []string{"--on_failure", "dead-letter"}, "--dead_letter_topic"},
 		{"topic with fail", []string{"--on_failure", "fail", "--dead_letter_topic", "projects/p/topics/t"}, "--dead_letter_topic"},
 		{"unknown failure policy", []string{"--on_failure", "retry"}, "--on_failure"},
-		{"files and kafka", []string{"--input", "x", "--kafka_bootstrap_servers", "127.0.0.1:9092", "--kafka_topics", "t"}, "--input"},
+		{"files and kafka", append([]string{"--input", "x"}, kafka...), "--input"},
 		{"kafka without topics", []string{"--kafka_bootstrap_servers", "127.0.0.1:9092"}, "--kafka_topics"},
 		{"expansion service without kafka", []string{"--input", "x", "--expansion_addr", "127.0.0.1:8097"}, "--expansion_addr configures the Kafka read"},
-		{"consumer property without kafka", []string{"--input", "x", "--kafka_consumer_config", "group.id=g"}, "--kafka_consumer_config configures the Kafka read"},
+		{"consumer properties without kafka", []string{"--input", "x", `--kafka_consumer_properties={"client.id":"c"}`}, "--kafka_consumer_properties configures the Kafka read"},
+		{"consumer group without kafka", []string{"--input", "x", "--kafka_consumer_group", "g"}, "--kafka_consumer_group configures the Kafka read"},
+		{"commit without kafka", []string{"--input", "x", "--kafka_commit_offsets"}, "--kafka_commit_offsets configures the Kafka read"},
+		{"start offset without kafka", []string{"--input", "x", "--kafka_start_offset", "earliest"}, "--kafka_start_offset configures the Kafka read"},
+		{"key as task id without kafka", []string{"--input", "x", "--task_id_from_key"}, "--task_id_from_key configures the Kafka read"},
 		{"record limit without kafka", []string{"--input", "x", "--kafka_max_records", "5"}, "--kafka_max_records configures the Kafka read"},
 		{"time limit without kafka", []string{"--kafka_max_read_secs", "5"}, "--kafka_max_read_secs configures the Kafka read"},
+		{"commit without a group", append([]string{"--kafka_commit_offsets"}, kafka...), "--kafka_commit_offsets commits to a consumer group: it needs --kafka_consumer_group"},
+		{"bad start offset", append([]string{"--kafka_start_offset", "yesterday"}, kafka...), `--kafka_start_offset "yesterday" is not accepted`},
+		{"group in the properties", append([]string{`--kafka_consumer_properties={"group.id":"g"}`}, kafka...), `sets "group.id": use --kafka_consumer_group`},
+		{"reset in the properties", append([]string{`--kafka_consumer_properties={"auto.offset.reset":"earliest"}`}, kafka...), `use --kafka_start_offset`},
+		{"servers in the properties", append([]string{`--kafka_consumer_properties={"bootstrap.servers":"h:1"}`}, kafka...), `use --kafka_bootstrap_servers`},
+		{"two task ids", append([]string{"--task_id_from_key", "--format", "json", "--task_id_field", "id"}, kafka...), "--task_id_from_key and --task_id_field"},
 		{"no input", nil, "no input"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := parseTplFlags(t, append(append([]string{}, sink...), tc.args...)...)
+			opts := parseTplFlags(t, append(append([]string{}, tplSink...), tc.args...)...)
 			_, s := beam.NewPipelineWithRoot()
 			err := template.Build(s, *opts)
 			require.Error(t, err)
@@ -311,34 +347,47 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 	}
 
 	// Without http.url the records must carry their URL.
-	opts := parseTplFlags(t, "--sink", "project=p", "--sink", "location=l", "--sink", "queue=q")
+	opts := parseTplFlags(t, sinkArgs("project=p", "location=l", "queue=q")...)
 	opts.Stdin = strings.NewReader("x\n")
 	_, s := beam.NewPipelineWithRoot()
 	err := template.Build(s, *opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--url_field")
+
+	// The library's Options.Sink takes any option key; the body format must stay raw.
+	opts = parseTplFlags(t, tplSink...)
+	opts.Stdin = strings.NewReader("x\n")
+	opts.Sink["format"] = "json"
+	_, s = beam.NewPipelineWithRoot()
+	err = template.Build(s, *opts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "option key format=json")
 }
 
-// TestTemplateFlagsRejectRepeatedKeysWithoutQuotingValues checks that a repeated or malformed
-// key=value flag is reported by Build, naming the flag and the key but never the value: a
-// flag parse error would quote the value, which can be a credential.
-func TestTemplateFlagsRejectRepeatedKeysWithoutQuotingValues(t *testing.T) {
-	sink := []string{"--sink", "project=p", "--sink", "location=l", "--sink", "queue=q", "--sink", "http.url=" + tplFixedURL}
+// TestTemplateSecretFlagsAreNeverQuoted checks that what is wrong with a flag that may hold
+// credentials (headers, consumer properties) is reported by Build naming the flag and at most
+// a key, never a value: a flag parse error would quote the value.
+func TestTemplateSecretFlagsAreNeverQuoted(t *testing.T) {
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
-		{"repeated sink key", []string{"--sink", "http.headers.Authorization=Bearer s3cr3t-1", "--sink", "http.headers.Authorization=Bearer s3cr3t-2"},
-			`--sink key "http.headers.Authorization" is given twice`},
-		{"repeated consumer property", []string{"--kafka_consumer_config", "sasl.jaas.config=s3cr3t-1", "--kafka_consumer_config", "sasl.jaas.config=s3cr3t-2"},
-			`--kafka_consumer_config key "sasl.jaas.config" is given twice`},
-		{"sink value without '='", []string{"--sink", "http.headers.Authorization:Bearer s3cr3t"}, "--sink takes key=value"},
-		{"sink value without key", []string{"--sink", "=s3cr3t"}, "--sink takes key=value"},
+		{"header given twice", []string{`--cloudtasks_http_headers={"Authorization":"Bearer s3cr3t-1","Authorization":"Bearer s3cr3t-2"}`},
+			`--cloudtasks_http_headers: name "Authorization" is given twice`},
+		{"header names equal after folding", []string{`--cloudtasks_http_headers={"Authorization":"Bearer s3cr3t-1","authorization":"Bearer s3cr3t-2"}`},
+			`--cloudtasks_http_headers header `},
+		{"header value with a newline", []string{`--cloudtasks_http_headers={"Authorization":"Bearer s3cr3t\nX"}`}, `--cloudtasks_http_headers header "Authorization"`},
+		{"headers not an object", []string{`--cloudtasks_http_headers=Authorization: Bearer s3cr3t`}, "--cloudtasks_http_headers: takes one JSON object"},
+		{"header value not a string", []string{`--cloudtasks_http_headers={"Authorization":["s3cr3t"]}`}, `the value of "Authorization" must be a string`},
+		{"text after the object", []string{`--cloudtasks_http_headers={"A":"b"} s3cr3t`}, "nothing after it"},
+		{"property given twice", []string{`--kafka_consumer_properties={"sasl.jaas.config":"s3cr3t-1","sasl.jaas.config":"s3cr3t-2"}`},
+			`--kafka_consumer_properties: name "sasl.jaas.config" is given twice`},
+		{"properties not JSON", []string{`--kafka_consumer_properties=sasl.jaas.config=s3cr3t`}, "--kafka_consumer_properties: takes one JSON object"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := parseTplFlags(t, append(append([]string{}, sink...), tc.args...)...)
+			opts := parseTplFlags(t, append(append([]string{}, tplSink...), tc.args...)...)
 			opts.Stdin = strings.NewReader("x\n")
 			_, s := beam.NewPipelineWithRoot()
 			err := template.Build(s, *opts)
@@ -348,9 +397,78 @@ func TestTemplateFlagsRejectRepeatedKeysWithoutQuotingValues(t *testing.T) {
 		})
 	}
 
-	opts := parseTplFlags(t, "--kafka_topics", "a, b", "--kafka_topics", "c", "--kafka_consumer_config", "group.id=g")
+	opts := parseTplFlags(t, "--kafka_topics", "a, b,,c", `--kafka_consumer_properties={"client.id":"c","max.poll.records":500,"check.crcs":true}`,
+		`--cloudtasks_http_headers={"X-A":"1","X-B":""}`)
 	assert.Equal(t, []string{"a", "b", "c"}, opts.Kafka.Topics)
-	assert.Equal(t, map[string]string{"group.id": "g"}, opts.Kafka.ConsumerConfig)
+	assert.Equal(t, map[string]string{"client.id": "c", "max.poll.records": "500", "check.crcs": "true"}, opts.Kafka.ConsumerConfig)
+	assert.Equal(t, map[string]string{"http.headers.X-A": "1", "http.headers.X-B": ""}, opts.Sink)
+}
+
+// TestTemplateFlagsAreTheFlexTemplateParameters checks that metadata.json, the Flex Template
+// spec, lists exactly the template's flags (every flag is a parameter, every parameter a
+// flag) with the labels, help texts, optional marks and regexes of the flag table; that every
+// cloudtasksio option key but the body format has a flag; and that the regexes compile.
+func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
+	raw, err := os.ReadFile("../examples/kafka-to-cloudtasks/metadata.json")
+	require.NoError(t, err)
+	var spec struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Streaming   bool            `json:"streaming"`
+		Parameters  []template.Flag `json:"parameters"`
+		Extra       map[string]any  `json:"-"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	assert.NotEmpty(t, spec.Name)
+	assert.NotEmpty(t, spec.Description)
+
+	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
+	template.RegisterFlags(fs)
+	var flagNames, paramNames []string
+	fs.VisitAll(func(f *flag.Flag) { flagNames = append(flagNames, f.Name) })
+	for _, p := range spec.Parameters {
+		paramNames = append(paramNames, p.Name)
+	}
+	assert.ElementsMatch(t, flagNames, paramNames, "every flag is a parameter of metadata.json and every parameter a flag")
+
+	want := template.Flags()
+	require.Len(t, spec.Parameters, len(want))
+	for i, f := range want {
+		p := spec.Parameters[i]
+		assert.Equal(t, f.Name, p.Name, "parameter %d is in the flag table's order", i)
+		assert.Equal(t, f.Label, p.Label, "label of %s", f.Name)
+		assert.Equal(t, f.Help, p.Help, "helpText of %s", f.Name)
+		assert.Equal(t, f.Optional, p.Optional, "isOptional of %s", f.Name)
+		assert.Equal(t, f.Regexes, p.Regexes, "regexes of %s", f.Name)
+		for _, re := range f.Regexes {
+			_, err := regexp.Compile(re)
+			assert.NoError(t, err, "regex of %s", f.Name)
+		}
+	}
+	assert.Equal(t, []string{"cloudtasks_project", "cloudtasks_location", "cloudtasks_queue"}, requiredNames(want))
+
+	byKey := map[string]bool{}
+	for _, f := range want {
+		if f.OptionKey != "" {
+			byKey[f.OptionKey] = true
+		}
+	}
+	for _, k := range append(cloudtasksio.OptionKeys(), cloudtasksio.OptionHeaderPrefixes()...) {
+		if k == "format" {
+			continue // the template's body is always the record's value (raw)
+		}
+		assert.True(t, byKey[k], "option key %q has no template flag", k)
+	}
+}
+
+func requiredNames(flags []template.Flag) []string {
+	var out []string
+	for _, f := range flags {
+		if !f.Optional {
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 // TestTemplateKafkaModeExpandsThroughTheExpansionService checks that Kafka flags select the
@@ -362,10 +480,9 @@ func TestTemplateKafkaModeExpandsThroughTheExpansionService(t *testing.T) {
 	closed := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	opts := parseTplFlags(t, "--sink", "project=p", "--sink", "location=l", "--sink", "queue=q",
-		"--sink", "http.url="+tplFixedURL, "--kafka_bootstrap_servers", "127.0.0.1:9092",
+	opts := parseTplFlags(t, append(append([]string{}, tplSink...), "--kafka_bootstrap_servers", "127.0.0.1:9092",
 		"--kafka_topics", "orders", "--expansion_addr", closed,
-		"--kafka_consumer_config", "sasl.jaas.config=s3cr3t")
+		`--kafka_consumer_properties={"sasl.jaas.config":"s3cr3t"}`)...)
 	_, s := beam.NewPipelineWithRoot()
 	err = template.Build(s, *opts)
 	require.Error(t, err)

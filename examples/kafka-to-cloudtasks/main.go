@@ -9,18 +9,21 @@
 //	    -queue projects/my-project/locations/us-central1/queues/orders &
 //	go run ./examples/kafka-to-cloudtasks --input orders.jsonl --format json \
 //	    --task_id_field id \
-//	    --sink project=my-project --sink location=us-central1 --sink queue=orders \
-//	    --sink http.url=http://127.0.0.1:8080/orders --sink emulator-endpoint=127.0.0.1:8123
+//	    --cloudtasks_project my-project --cloudtasks_location us-central1 \
+//	    --cloudtasks_queue orders --cloudtasks_http_url http://127.0.0.1:8080/orders \
+//	    --cloudtasks_emulator_endpoint 127.0.0.1:8123
 //
 // Kafka on Flink:
 //
 //	go run ./examples/kafka-to-cloudtasks --runner flink --endpoint localhost:8099 \
 //	    --environment_type LOOPBACK --expansion_addr localhost:8097 \
 //	    --kafka_bootstrap_servers kafka:9092 --kafka_topics orders --format json \
-//	    --sink project=my-project --sink location=us-central1 --sink queue=orders \
-//	    --sink http.url=https://orders.example.com/tasks
+//	    --cloudtasks_project my-project --cloudtasks_location us-central1 \
+//	    --cloudtasks_queue orders --cloudtasks_http_url https://orders.example.com/tasks
 //
-// docs/template.md describes every flag; docs/options.md every --sink key.
+// Every flag is passed once as --name=value, as a Dataflow Flex Template launch passes its
+// parameters; metadata.json beside this file is the Flex Template spec. docs/template.md
+// describes every flag; docs/options.md every option key behind the cloudtasks_* flags.
 package main
 
 import (

@@ -18,6 +18,7 @@ import (
 type recordSpec struct {
 	JSON              bool
 	TaskIDField       string
+	TaskIDFromKey     bool
 	URLField          string
 	ScheduleTimeField string
 	OnFailure         cloudtasksio.FailurePolicy
@@ -32,10 +33,17 @@ type record struct {
 	scheduleTime time.Time
 }
 
-// read checks a value and picks the configured fields out of it. The error text names the
-// field and what was wrong with it, never the value.
-func (spec *recordSpec) read(value []byte) (record, error) {
+// read checks a record and picks the configured fields out of its value. The error text
+// names the field and what was wrong with it, never the value or the key.
+func (spec *recordSpec) read(r Record) (record, error) {
+	value := r.Value
 	rec := record{value: value}
+	if spec.TaskIDFromKey {
+		if len(r.Key) == 0 {
+			return rec, fmt.Errorf("the Kafka record has no key to name its task (--task_id_from_key)")
+		}
+		rec.key = string(r.Key)
+	}
 	if !spec.JSON {
 		return rec, nil
 	}
@@ -123,7 +131,7 @@ type httpRecordFn struct {
 
 func (f *httpRecordFn) Setup() { f.rejected = beam.NewCounter(MetricsNamespace, "recordsRejected") }
 
-func (f *httpRecordFn) ProcessElement(ctx context.Context, value []byte, emit func(HTTPRecord), dead func(deadletter.FailedElement)) error {
+func (f *httpRecordFn) ProcessElement(ctx context.Context, value Record, emit func(HTTPRecord), dead func(deadletter.FailedElement)) error {
 	rec, err := f.Spec.read(value)
 	if err != nil {
 		return f.Spec.reject(ctx, f.rejected, err, dead)
@@ -142,7 +150,7 @@ func (f *appEngineRecordFn) Setup() {
 	f.rejected = beam.NewCounter(MetricsNamespace, "recordsRejected")
 }
 
-func (f *appEngineRecordFn) ProcessElement(ctx context.Context, value []byte, emit func(AppEngineRecord), dead func(deadletter.FailedElement)) error {
+func (f *appEngineRecordFn) ProcessElement(ctx context.Context, value Record, emit func(AppEngineRecord), dead func(deadletter.FailedElement)) error {
 	rec, err := f.Spec.read(value)
 	if err != nil {
 		return f.Spec.reject(ctx, f.rejected, err, dead)

@@ -13,11 +13,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"reflect"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,15 +35,16 @@ import (
 func init() {
 	beam.RegisterType(reflect.TypeOf((*HTTPRecord)(nil)).Elem())
 	beam.RegisterType(reflect.TypeOf((*AppEngineRecord)(nil)).Elem())
-	register.DoFn4x1[context.Context, []byte, func(HTTPRecord), func(deadletter.FailedElement), error](&httpRecordFn{})
-	register.DoFn4x1[context.Context, []byte, func(AppEngineRecord), func(deadletter.FailedElement), error](&appEngineRecordFn{})
+	beam.RegisterType(reflect.TypeOf((*Record)(nil)).Elem())
+	register.DoFn4x1[context.Context, Record, func(HTTPRecord), func(deadletter.FailedElement), error](&httpRecordFn{})
+	register.DoFn4x1[context.Context, Record, func(AppEngineRecord), func(deadletter.FailedElement), error](&appEngineRecordFn{})
 	register.Emitter1[HTTPRecord]()
 	register.Emitter1[AppEngineRecord]()
 	register.Emitter1[deadletter.FailedElement]()
-	register.Emitter1[[]byte]()
+	register.Emitter1[Record]()
 	register.Function1x2(httpRecordKey)
 	register.Function1x2(appEngineRecordKey)
-	register.Function2x1(kafkaValue)
+	register.Function2x1(kafkaRecord)
 	register.Function2x0(lineBytes)
 }
 
@@ -77,8 +76,9 @@ const MetricsNamespace = "kafka-to-cloudtasks"
 // Options configure the template. The flags of RegisterFlags fill them.
 type Options struct {
 	// Sink holds the cloudtasksio option keys (docs/options.md), for example "project",
-	// "http.url" or "sink.recovery.max-attempts". Its "format" may be left out or be "raw":
-	// the body is always the record's value.
+	// "http.url" or "sink.recovery.max-attempts"; the cloudtasks_* flags fill it (see
+	// SinkFlagName). Its "format" may be left out or be "raw": the body is always the record's
+	// value.
 	Sink map[string]string
 	// Format says what the record values are: FormatRaw (the default) or FormatJSON.
 	Format string
@@ -87,6 +87,10 @@ type Options struct {
 	// cloudtasksio.TaskID(key), so a record seen again is created once. A record without it is
 	// rejected. Empty: tasks are not named.
 	TaskIDField string
+	// TaskIDFromKey names each task after its Kafka record key (the key's bytes are the
+	// deduplication key), so a re-read of the topic creates nothing new. A record without a key
+	// is rejected. Kafka only; excludes TaskIDField.
+	TaskIDFromKey bool
 	// URLField names a top-level string field of JSON values holding the task's URL (for an
 	// App Engine target, its relative URI). A record without it uses http.url
 	// (app-engine.relative-uri).
@@ -118,8 +122,8 @@ type Options struct {
 	// application-default credentials.
 	DeadLetterEmulatorEndpoint string
 
-	// flagProblems collects what was wrong with the key=value flags while they were parsed;
-	// Build reports the first. See keyValues for why these are not flag parse errors.
+	// flagProblems collects what was wrong with the JSON-object flags while they were parsed;
+	// Build reports the first. See jsonMapValue for why these are not flag parse errors.
 	flagProblems *[]string
 }
 
@@ -135,102 +139,23 @@ type KafkaOptions struct {
 	BootstrapServers string
 	// Topics are the topics to read.
 	Topics []string
-	// ConsumerConfig are extra Kafka consumer properties (for example group.id or
-	// auto.offset.reset).
+	// ConsumerGroup is the consumer group id (group.id).
+	ConsumerGroup string
+	// CommitOffsets commits the read's offsets to ConsumerGroup when Beam finalizes a
+	// checkpoint, so a later job of the same group resumes where this one stopped.
+	CommitOffsets bool
+	// StartOffset says where a partition without a committed offset starts: "earliest",
+	// "latest" (empty: Kafka's default, latest), or an RFC 3339 time: the first record at or
+	// after it, in every partition.
+	StartOffset string
+	// ConsumerConfig are extra Kafka consumer properties, for example security.protocol and
+	// the sasl.* or ssl.* properties. The properties that a field above sets are rejected
+	// here. Values are never printed.
 	ConsumerConfig map[string]string
 	// MaxNumRecords stops reading after this many records (0: unbounded).
 	MaxNumRecords int64
 	// MaxReadSecs stops reading after this many seconds (0: unbounded).
 	MaxReadSecs int64
-}
-
-// RegisterFlags defines the template's flags on fs and returns the Options they fill when fs
-// is parsed. The flags are:
-//
-//	--sink key=value            a cloudtasksio option (repeat; see docs/options.md)
-//	--format raw|json           what record values are (default raw)
-//	--task_id_field NAME        JSON field holding the deduplication key
-//	--url_field NAME            JSON field holding the URL (App Engine: relative URI)
-//	--schedule_time_field NAME  JSON field holding an RFC 3339 schedule time
-//	--input GLOB                local or gs:// files, one record per line
-//	--kafka_bootstrap_servers   Kafka bootstrap servers: read from Kafka
-//	--kafka_topics a,b          Kafka topics
-//	--kafka_consumer_config k=v extra consumer property (repeat)
-//	--kafka_max_records N       stop after N records
-//	--kafka_max_read_secs N     stop after N seconds
-//	--expansion_addr host:port  Java expansion service for the Kafka read
-//	--on_failure POLICY         fail | log-and-drop | dead-letter
-//	--dead_letter_topic T       Pub/Sub topic for rejected records
-//	--dead_letter_emulator_endpoint host:port  Pub/Sub emulator for the dead letters
-//
-// Without --input and Kafka the records come from stdin.
-func RegisterFlags(fs *flag.FlagSet) *Options {
-	o := &Options{Sink: map[string]string{}, Kafka: KafkaOptions{ConsumerConfig: map[string]string{}}, flagProblems: new([]string)}
-	fs.Var(&keyValues{flag: "sink", values: o.Sink, problems: o.flagProblems}, "sink", "a Cloud Tasks sink option as key=value (repeat the flag); see docs/options.md")
-	fs.StringVar(&o.Format, "format", FormatRaw, "what record values are: raw (sent as they are) or json (one JSON document, sent unchanged)")
-	fs.StringVar(&o.TaskIDField, "task_id_field", "", "top-level JSON field whose value is the task's deduplication key (needs --format json)")
-	fs.StringVar(&o.URLField, "url_field", "", "top-level JSON field holding the task URL, or the relative URI for App Engine (needs --format json)")
-	fs.StringVar(&o.ScheduleTimeField, "schedule_time_field", "", "top-level JSON field holding an RFC 3339 schedule time (needs --format json)")
-	fs.StringVar(&o.Input, "input", "", "file pattern of the input, one record per line; without it and without Kafka, stdin is read")
-	fs.StringVar(&o.Kafka.BootstrapServers, "kafka_bootstrap_servers", "", "Kafka bootstrap.servers; setting it reads records from Kafka")
-	fs.Var((*commaList)(&o.Kafka.Topics), "kafka_topics", "comma-separated Kafka topics to read")
-	fs.Var(&keyValues{flag: "kafka_consumer_config", values: o.Kafka.ConsumerConfig, problems: o.flagProblems}, "kafka_consumer_config", "an extra Kafka consumer property as key=value (repeat the flag)")
-	fs.Int64Var(&o.Kafka.MaxNumRecords, "kafka_max_records", 0, "stop reading Kafka after this many records (0: unbounded)")
-	fs.Int64Var(&o.Kafka.MaxReadSecs, "kafka_max_read_secs", 0, "stop reading Kafka after this many seconds (0: unbounded)")
-	fs.StringVar(&o.Kafka.ExpansionAddr, "expansion_addr", "", "host:port of the Java IO expansion service for the Kafka read (empty: Beam starts one)")
-	fs.StringVar(&o.OnFailure, "on_failure", "", "what to do with a record that cannot become a task: fail, log-and-drop or dead-letter (default: dead-letter with --dead_letter_topic, else fail)")
-	fs.StringVar(&o.DeadLetterTopic, "dead_letter_topic", "", "Pub/Sub topic projects/P/topics/T for rejected records")
-	fs.StringVar(&o.DeadLetterEmulatorEndpoint, "dead_letter_emulator_endpoint", "", "host:port of a Pub/Sub emulator for the dead-letter topic")
-	return o
-}
-
-// keyValues is a repeatable key=value flag filling a map. A value without '=' or a key given
-// twice is recorded in problems (and reported by Build) instead of failing Set: the flag
-// package's own parse error quotes the whole flag value, and a value here can be a
-// credential (an Authorization header, a Kafka SASL property).
-type keyValues struct {
-	flag     string
-	values   map[string]string
-	problems *[]string
-}
-
-func (kv *keyValues) String() string {
-	if kv == nil {
-		return ""
-	}
-	keys := make([]string, 0, len(kv.values))
-	for k := range kv.values {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return strings.Join(keys, ",") // keys only: values may be secrets (headers)
-}
-
-func (kv *keyValues) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	switch _, dup := kv.values[k]; {
-	case !ok || k == "":
-		*kv.problems = append(*kv.problems, fmt.Sprintf("--%s takes key=value; one value has no key or no '='", kv.flag))
-	case dup:
-		*kv.problems = append(*kv.problems, fmt.Sprintf("--%s key %q is given twice", kv.flag, k))
-	default:
-		kv.values[k] = v
-	}
-	return nil
-}
-
-// commaList is a flag holding a comma-separated list.
-type commaList []string
-
-func (c *commaList) String() string { return strings.Join(*c, ",") }
-
-func (c *commaList) Set(s string) error {
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			*c = append(*c, part)
-		}
-	}
-	return nil
 }
 
 // HTTPRecord is the element the template writes to an HTTP target: the record's value as the
@@ -263,15 +188,22 @@ type AppEngineRecord struct {
 func httpRecordKey(r HTTPRecord) (string, error)           { return r.Key, nil }
 func appEngineRecordKey(r AppEngineRecord) (string, error) { return r.Key, nil }
 
-// kafkaValue drops the Kafka record key.
-func kafkaValue(_, value []byte) []byte { return value }
+// Record is one input record: its value and, for a Kafka record, its key (nil when the record
+// has none).
+type Record struct {
+	Key   []byte
+	Value []byte
+}
+
+// kafkaRecord is the record of one Kafka key and value.
+func kafkaRecord(key, value []byte) Record { return Record{Key: key, Value: value} }
 
 // lineBytes turns a text line into a record, dropping a CR left by CRLF line ends and skipping
 // empty lines.
-func lineBytes(line string, emit func([]byte)) {
+func lineBytes(line string, emit func(Record)) {
 	line = strings.TrimSuffix(line, "\r")
 	if line != "" {
-		emit([]byte(line))
+		emit(Record{Value: []byte(line)})
 	}
 }
 
@@ -320,7 +252,7 @@ func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 	}
 	cfg, err := cloudtasksio.ConfigFromOptions(o.Sink)
 	if err != nil {
-		return cfg, spec, fmt.Errorf("--sink: %w", err)
+		return cfg, spec, sinkError(err)
 	}
 	spec.Destination = cfg.Queue.Path()
 
@@ -340,6 +272,10 @@ func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 		return cfg, spec, fmt.Errorf("--format %q is not accepted; accepted: raw, json", o.Format)
 	}
 	spec.TaskIDField, spec.URLField, spec.ScheduleTimeField = o.TaskIDField, o.URLField, o.ScheduleTimeField
+	if o.TaskIDFromKey && o.TaskIDField != "" {
+		return cfg, spec, errors.New("--task_id_from_key and --task_id_field both name the task; give one")
+	}
+	spec.TaskIDFromKey = o.TaskIDFromKey
 
 	// The body is always the record's value, so the only body format is raw.
 	var bodyFormat *formats.Format
@@ -347,7 +283,7 @@ func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 	if cfg.HTTP != nil {
 		bodyFormat, headers = &cfg.HTTP.Body, &cfg.HTTP.Headers
 		if cfg.HTTP.URL == "" && o.URLField == "" {
-			return cfg, spec, errors.New("no task URL: set --sink http.url=<absolute URL> or --url_field")
+			return cfg, spec, errors.New("no task URL: set --cloudtasks_http_url or --url_field")
 		}
 	} else {
 		bodyFormat, headers = &cfg.AppEngine.Body, &cfg.AppEngine.Headers
@@ -357,7 +293,7 @@ func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 		*bodyFormat = formats.Raw()
 	case formats.NameRaw:
 	default:
-		return cfg, spec, fmt.Errorf("--sink format=%s: the template sends each record's value unchanged, so the sink format must be raw or left out (use --format json for JSON records)", bodyFormat.Name)
+		return cfg, spec, fmt.Errorf("option key format=%s: the template sends each record's value unchanged, so the sink format must be raw or left out (use --format json for JSON records)", bodyFormat.Name)
 	}
 	if spec.JSON && !hasHeader(*headers, "Content-Type") {
 		h := map[string]string{"Content-Type": "application/json"}
@@ -367,7 +303,7 @@ func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
 		*headers = h
 	}
 
-	if o.TaskIDField != "" {
+	if o.TaskIDField != "" || o.TaskIDFromKey {
 		if cfg.AppEngine != nil {
 			cfg.TaskIDFn = appEngineRecordKey
 		} else {
@@ -414,7 +350,7 @@ func hasHeader(headers map[string]string, name string) bool {
 	return false
 }
 
-// source returns the record values as a PCollection<[]byte>.
+// source returns the records as a PCollection<Record>.
 func source(s beam.Scope, o Options) (beam.PCollection, error) {
 	kafka := o.Kafka.BootstrapServers != "" || len(o.Kafka.Topics) > 0
 	if !kafka {
@@ -424,9 +360,13 @@ func source(s beam.Scope, o Options) (beam.PCollection, error) {
 			set  bool
 		}{
 			{"--expansion_addr", o.Kafka.ExpansionAddr != ""},
-			{"--kafka_consumer_config", len(o.Kafka.ConsumerConfig) > 0},
+			{"--kafka_consumer_group", o.Kafka.ConsumerGroup != ""},
+			{"--kafka_commit_offsets", o.Kafka.CommitOffsets},
+			{"--kafka_start_offset", o.Kafka.StartOffset != ""},
+			{"--kafka_consumer_properties", len(o.Kafka.ConsumerConfig) > 0},
 			{"--kafka_max_records", o.Kafka.MaxNumRecords != 0},
 			{"--kafka_max_read_secs", o.Kafka.MaxReadSecs != 0},
+			{"--task_id_from_key", o.TaskIDFromKey},
 		} {
 			if f.set {
 				return beam.PCollection{}, fmt.Errorf("%s configures the Kafka read: it needs --kafka_bootstrap_servers and --kafka_topics", f.flag)
@@ -467,32 +407,95 @@ func validateScheme(pattern string) (err error) {
 // maxLineBytes bounds one stdin record; Cloud Tasks takes tasks of at most 100 KiB anyway.
 const maxLineBytes = 1 << 20
 
-func readLines(r io.Reader) ([][]byte, error) {
+func readLines(r io.Reader) ([]Record, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), maxLineBytes)
-	lines := [][]byte{}
+	lines := []Record{}
 	for sc.Scan() {
 		line := strings.TrimSuffix(sc.Text(), "\r")
 		if line != "" {
-			lines = append(lines, []byte(line))
+			lines = append(lines, Record{Value: []byte(line)})
 		}
 	}
 	return lines, sc.Err()
 }
 
-func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error) {
+// consumerPropertiesOfFlags are the consumer properties that flags of their own set.
+var consumerPropertiesOfFlags = []struct{ property, flag string }{
+	{"bootstrap.servers", "--kafka_bootstrap_servers"},
+	{"group.id", "--kafka_consumer_group"},
+	{"auto.offset.reset", "--kafka_start_offset"},
+	{"enable.auto.commit", "--kafka_commit_offsets"},
+}
+
+// kafkaRead is the checked configuration of the Kafka read.
+type kafkaRead struct {
+	props       map[string]string // consumer properties, bootstrap.servers aside
+	startMillis int64             // StartReadTimestamp; 0: none
+}
+
+// checkKafka checks the Kafka options, naming the flag at fault, and resolves them into the
+// read's configuration.
+func checkKafka(k KafkaOptions) (kafkaRead, error) {
+	var r kafkaRead
 	if k.BootstrapServers == "" {
-		return col, errors.New("--kafka_topics needs --kafka_bootstrap_servers")
+		return r, errors.New("--kafka_topics needs --kafka_bootstrap_servers")
 	}
 	if len(k.Topics) == 0 {
-		return col, errors.New("--kafka_bootstrap_servers needs --kafka_topics")
+		return r, errors.New("--kafka_bootstrap_servers needs --kafka_topics")
 	}
 	if k.MaxNumRecords < 0 || k.MaxReadSecs < 0 {
-		return col, errors.New("--kafka_max_records and --kafka_max_read_secs must not be negative")
+		return r, errors.New("--kafka_max_records and --kafka_max_read_secs must not be negative")
 	}
-	// kafkaio's option type is unexported; the slice takes its type from the first option
-	// (an empty consumer configuration adds nothing).
-	readOpts := sliceOf(kafkaio.ConsumerConfigs(k.ConsumerConfig))
+	r.props = map[string]string{}
+	for name, v := range k.ConsumerConfig {
+		for _, p := range consumerPropertiesOfFlags {
+			if name == p.property {
+				return r, fmt.Errorf("--kafka_consumer_properties sets %q: use %s instead", name, p.flag)
+			}
+		}
+		r.props[name] = v
+	}
+	if k.ConsumerGroup != "" {
+		r.props["group.id"] = k.ConsumerGroup
+	}
+	if k.CommitOffsets {
+		if k.ConsumerGroup == "" {
+			return r, errors.New("--kafka_commit_offsets commits to a consumer group: it needs --kafka_consumer_group")
+		}
+		// The read commits the offsets when Beam finalizes, not the consumer on its own.
+		r.props["enable.auto.commit"] = "false"
+	}
+	switch k.StartOffset {
+	case "":
+	case "earliest", "latest":
+		r.props["auto.offset.reset"] = k.StartOffset
+	default:
+		t, err := time.Parse(time.RFC3339, k.StartOffset)
+		if err != nil {
+			return r, fmt.Errorf("--kafka_start_offset %q is not accepted; accepted: earliest, latest or an RFC 3339 time such as 2026-05-01T09:30:00Z", k.StartOffset)
+		}
+		if t.UnixMilli() <= 0 {
+			return r, fmt.Errorf("--kafka_start_offset %q is not after 1970", k.StartOffset)
+		}
+		r.startMillis = t.UnixMilli()
+	}
+	return r, nil
+}
+
+func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error) {
+	r, err := checkKafka(k)
+	if err != nil {
+		return col, err
+	}
+	// kafkaio's option type is unexported; the slice takes its type from the first option.
+	readOpts := sliceOf(kafkaio.ConsumerConfigs(r.props))
+	if r.startMillis != 0 {
+		readOpts = append(readOpts, kafkaio.StartReadTimestamp(r.startMillis))
+	}
+	if k.CommitOffsets {
+		readOpts = append(readOpts, kafkaio.CommitOffsetInFinalize(true))
+	}
 	if k.MaxNumRecords > 0 {
 		readOpts = append(readOpts, kafkaio.MaxNumRecords(k.MaxNumRecords))
 	}
@@ -504,12 +507,12 @@ func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error)
 	// credentials) included, so only its first line (what was tried where) and its last (the
 	// root cause) are kept.
 	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", firstAndLastLine(fmt.Sprint(r)))
+		if p := recover(); p != nil {
+			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", firstAndLastLine(fmt.Sprint(p)))
 		}
 	}()
 	kvs := kafkaio.Read(s, k.ExpansionAddr, k.BootstrapServers, k.Topics, readOpts...)
-	return beam.ParDo(s.Scope("KafkaValues"), kafkaValue, kvs), nil
+	return beam.ParDo(s.Scope("KafkaRecords"), kafkaRecord, kvs), nil
 }
 
 func firstAndLastLine(text string) string {
