@@ -57,6 +57,17 @@ type queueDispatch struct {
 	running  int
 }
 
+// taskDispatch is one task's dispatch state, guarded by store.mu.
+type taskDispatch struct {
+	removed       bool      // deleted, purged, succeeded or out of attempts
+	running       bool      // an attempt is in flight
+	gen           uint64    // bumped whenever the task leaves the due heap
+	executions    int32     // attempts answered with a non-5xx status
+	prevResponse  int       // HTTP status of the previous attempt, 0 if none
+	retryReason   string    // why the previous attempt failed
+	firstDispatch time.Time // when the first attempt was sent
+}
+
 type dueItem struct {
 	at  time.Time
 	seq uint64
@@ -86,14 +97,14 @@ func (h *dueHeap) Pop() any {
 }
 
 func (qd *queueDispatch) push(e *taskEntry) {
-	heap.Push(&qd.due, dueItem{at: e.t.GetScheduleTime().AsTime(), seq: e.seq, gen: e.gen, e: e})
+	heap.Push(&qd.due, dueItem{at: e.t.GetScheduleTime().AsTime(), seq: e.seq, gen: e.d.gen, e: e})
 }
 
 // top returns the earliest live item, dropping stale ones.
 func (qd *queueDispatch) top() (dueItem, bool) {
 	for len(qd.due) > 0 {
 		it := qd.due[0]
-		if !it.e.removed && !it.e.running && it.gen == it.e.gen {
+		if !it.e.d.removed && !it.e.d.running && it.gen == it.e.d.gen {
 			return it, true
 		}
 		heap.Pop(&qd.due)
@@ -115,12 +126,13 @@ func (qd *queueDispatch) refill(now time.Time, rate float64, burst int32) {
 // dispatcher sends due tasks to their targets.
 type dispatcher struct {
 	st        *store
-	stats     *faults
+	stats     *counters
 	client    *http.Client
 	log       *slog.Logger
 	appEngine *url.URL // nil: App Engine tasks are kept, not sent
 	anyHost   bool
 	auth      *authority
+	finished  func()
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -136,12 +148,16 @@ type dispatchConfig struct {
 	anyHost   bool
 	log       *slog.Logger
 	auth      *authority
+	finished  func() // called after each attempt's outcome is recorded; nil: nothing
 }
 
-func newDispatcher(st *store, stats *faults, cfg dispatchConfig) *dispatcher {
+func newDispatcher(st *store, stats *counters, cfg dispatchConfig) *dispatcher {
 	tr := cfg.transport
 	if tr == nil {
 		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false}
+	}
+	if cfg.finished == nil {
+		cfg.finished = func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &dispatcher{
@@ -157,11 +173,11 @@ func newDispatcher(st *store, stats *faults, cfg dispatchConfig) *dispatcher {
 		appEngine: cfg.appEngine,
 		anyHost:   cfg.anyHost,
 		auth:      cfg.auth,
+		finished:  cfg.finished,
 		wake:      make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	st.changed = d.poke
 	return d
 }
 
@@ -260,7 +276,7 @@ func (d *dispatcher) fillQueue(qs *queueState, now time.Time) time.Time {
 		}
 		heap.Pop(&qd.due)
 		if !d.sendable(it.e) {
-			it.e.gen++ // stays stored, not dispatched
+			it.e.d.gen++ // stays stored, not dispatched
 			continue
 		}
 		qd.tokens--
@@ -268,9 +284,15 @@ func (d *dispatcher) fillQueue(qs *queueState, now time.Time) time.Time {
 	}
 }
 
+// canSend reports whether the server can send the task at all; sendable
+// also logs (once) why not. mu held.
+func (d *dispatcher) canSend(e *taskEntry) bool {
+	return e.t.GetAppEngineHttpRequest() == nil || d.appEngine != nil
+}
+
 // sendable reports whether the server can send the task at all. mu held.
 func (d *dispatcher) sendable(e *taskEntry) bool {
-	if e.t.GetAppEngineHttpRequest() != nil && d.appEngine == nil {
+	if !d.canSend(e) {
 		d.warn("App Engine task kept: no App Engine base URL is configured (WithAppEngineURL, or APP_ENGINE_EMULATOR_HOST for the emulator)")
 		return false
 	}
@@ -286,15 +308,15 @@ func (d *dispatcher) warn(msg string) {
 // begin records the start of an attempt and sends it from a new goroutine.
 // mu must be held.
 func (d *dispatcher) begin(qs *queueState, e *taskEntry, now time.Time) {
-	e.running = true
-	e.gen++
+	e.d.running = true
+	e.d.gen++
 	qs.disp.running++
 	t := e.t
 	t.DispatchCount++
 	ts := timestamppb.New(now.Truncate(time.Microsecond))
 	if t.FirstAttempt == nil {
 		t.FirstAttempt = &cloudtaskspb.Attempt{DispatchTime: ts}
-		e.firstDispatch = now
+		e.d.firstDispatch = now
 	}
 	t.LastAttempt = &cloudtaskspb.Attempt{ScheduleTime: t.GetScheduleTime(), DispatchTime: ts}
 	out := d.outgoing(qs, e)
@@ -313,7 +335,7 @@ func (d *dispatcher) finish(qs *queueState, e *taskEntry, out *outgoing, res res
 	st := d.st
 	st.mu.Lock()
 	now := st.now()
-	e.running = false
+	e.d.running = false
 	qs.disp.running--
 	t := e.t
 	la := t.LastAttempt
@@ -325,19 +347,19 @@ func (d *dispatcher) finish(qs *queueState, e *taskEntry, out *outgoing, res res
 	outcome := "retry"
 	var retryAt time.Time
 	switch {
-	case e.removed:
+	case e.d.removed:
 		outcome = "gone" // deleted or purged while in flight
 	case res.ok():
 		st.removeLocked(e, now)
 		outcome = "done"
 	default:
 		if res.responded() && res.code < 500 {
-			e.executions++
+			e.d.executions++
 		}
-		e.prevResponse = res.code
-		e.retryReason = res.reason()
+		e.d.prevResponse = res.code
+		e.d.retryReason = res.reason()
 		rc := effectiveRetry(qs.q.GetRetryConfig(), t.GetRetryConfig())
-		if exhausted(rc, t.GetDispatchCount(), now.Sub(e.firstDispatch)) {
+		if exhausted(rc, t.GetDispatchCount(), now.Sub(e.d.firstDispatch)) {
 			st.removeLocked(e, now)
 			outcome = "exhausted"
 		} else {
@@ -357,6 +379,29 @@ func (d *dispatcher) finish(qs *queueState, e *taskEntry, out *outgoing, res res
 	}
 	d.log.Info("dispatch", attrs...)
 	d.poke()
+	d.finished()
+}
+
+// busy reports whether the dispatcher has work now: an attempt in flight,
+// or a task it can send due in a running queue. It is false once the
+// dispatcher is closed.
+func (d *dispatcher) busy() bool {
+	st := d.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if d.ctx.Err() != nil {
+		return false
+	}
+	now := st.now()
+	for _, e := range st.tasks {
+		if e.d.running {
+			return true
+		}
+		if e.queue.q.GetState() == cloudtaskspb.Queue_RUNNING && !e.t.GetScheduleTime().AsTime().After(now) && d.canSend(e) {
+			return true
+		}
+	}
+	return false
 }
 
 // runNow starts an attempt of the named task immediately, ignoring the
@@ -376,7 +421,7 @@ func (d *dispatcher) runNow(_ context.Context, name string, view cloudtaskspb.Ta
 	if !ok {
 		return nil, notFound()
 	}
-	if e.running {
+	if e.d.running {
 		return nil, status.Error(codes.FailedPrecondition, "the task is already being dispatched")
 	}
 	if !d.sendable(e) {

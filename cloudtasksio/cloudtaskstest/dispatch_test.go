@@ -57,10 +57,22 @@ func next(t *testing.T, ch <-chan received) received {
 	}
 }
 
-// waitGone waits until the task is no longer stored (it succeeded).
+// waitIdle waits until the server has nothing left to do now (Server.Wait),
+// for at most 10 seconds.
+func waitIdle(t *testing.T, srv *cloudtaskstest.Server) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Wait(ctx))
+}
+
+// waitGone waits until the server is idle and checks that the task is no
+// longer stored (it succeeded).
 func waitGone(t *testing.T, srv *cloudtaskstest.Server, name string) {
 	t.Helper()
-	require.Eventually(t, func() bool { _, ok := srv.Task(name); return !ok }, 10*time.Second, 5*time.Millisecond)
+	waitIdle(t, srv)
+	_, ok := srv.Task(name)
+	require.False(t, ok, "task %s is still stored", name)
 }
 
 func TestDispatchDeliversTheTaskToItsHandler(t *testing.T) {
@@ -129,10 +141,7 @@ func TestFailedDispatchIsRecordedOnTheTask(t *testing.T) {
 	task, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queueA, Task: httpTask(ts.URL, []byte("x"))})
 	require.NoError(t, err)
 	next(t, got)
-	require.Eventually(t, func() bool {
-		stored, ok := srv.Task(task.GetName())
-		return ok && stored.GetResponseCount() == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	waitIdle(t, srv) // the retry is an hour away: idle once the first attempt is recorded
 	stored, err := client.GetTask(context.Background(), &cloudtaskspb.GetTaskRequest{Name: task.GetName()})
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), stored.GetDispatchCount())
@@ -155,7 +164,8 @@ func TestRedirectsAreNotFollowed(t *testing.T) {
 	require.NoError(t, err)
 	_, err = client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queueA, Task: httpTask(ts.URL+"/from", nil)})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return srv.Stats().TasksExhausted == 1 }, 10*time.Second, 5*time.Millisecond)
+	waitIdle(t, srv)
+	assert.Equal(t, 1, srv.Stats().TasksExhausted)
 	assert.Equal(t, int32(0), followed.Load())
 	assert.Equal(t, 0, srv.Stats().TasksSucceeded, "a 302 is not a success")
 }

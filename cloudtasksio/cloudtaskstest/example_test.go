@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -119,4 +120,36 @@ func Example_dispatch() {
 	}
 	fmt.Println(<-received)
 	// Output: POST /process {"order":1} queue=orders task=order-1
+}
+
+// Wait returns once every due task has been dispatched, so a test needs no
+// polling loop.
+func ExampleServer_Wait() {
+	target := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer target.Close()
+	srv := cloudtaskstest.NewServer()
+	defer srv.Close()
+	ctx := context.Background()
+	client, err := cloudtasks.NewClient(ctx, srv.ClientOptions()...)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	queue := "projects/my-project/locations/us-central1/queues/orders"
+	if _, err := srv.CreateQueue(queue); err != nil {
+		panic(err)
+	}
+	for range 3 {
+		task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: target.URL}}}
+		if _, err := client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task}); err != nil {
+			panic(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := srv.Wait(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("delivered:", srv.Stats().TasksSucceeded, "stored:", len(srv.Tasks(queue)))
+	// Output: delivered: 3 stored: 0
 }

@@ -52,14 +52,14 @@ func (d *dispatcher) outgoing(qs *queueState, e *taskEntry) *outgoing {
 		{"QueueName", shortID(qs.q.GetName())},
 		{"TaskName", shortID(t.GetName())},
 		{"TaskRetryCount", strconv.Itoa(int(t.GetDispatchCount() - 1))},
-		{"TaskExecutionCount", strconv.Itoa(int(e.executions))},
+		{"TaskExecutionCount", strconv.Itoa(int(e.d.executions))},
 		{"TaskETA", eta(t.GetScheduleTime().AsTime())},
 	}
-	if e.prevResponse > 0 {
-		meta = append(meta, [2]string{"TaskPreviousResponse", strconv.Itoa(e.prevResponse)})
+	if e.d.prevResponse > 0 {
+		meta = append(meta, [2]string{"TaskPreviousResponse", strconv.Itoa(e.d.prevResponse)})
 	}
-	if e.retryReason != "" {
-		meta = append(meta, [2]string{"TaskRetryReason", e.retryReason})
+	if e.d.retryReason != "" {
+		meta = append(meta, [2]string{"TaskRetryReason", e.d.retryReason})
 	}
 
 	switch mt := t.GetMessageType().(type) {

@@ -169,13 +169,15 @@ type Server struct {
 	// or CLOUDTASKS_EMULATOR_HOST-style settings.
 	Addr string
 
-	cfg   config
-	gsrv  *grpc.Server
-	lis   net.Listener
-	store *store
-	fault *faults
-	auth  *authority
-	disp  *dispatcher // nil with WithoutDispatch
+	cfg    config
+	gsrv   *grpc.Server
+	lis    net.Listener
+	store  *store
+	fault  *faults
+	counts *counters
+	auth   *authority
+	disp   *dispatcher // nil with WithoutDispatch
+	idle   broadcast   // signalled by changed
 
 	closeOnce sync.Once
 	served    chan struct{}
@@ -211,7 +213,7 @@ func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
 	s.lis = lis
 	s.gsrv = grpc.NewServer(
 		grpc.MaxConcurrentStreams(s.cfg.maxStreams),
-		grpc.UnaryInterceptor(s.fault.intercept),
+		grpc.UnaryInterceptor(s.intercept),
 	)
 	v2 := &v2Service{store: s.store, run: runDisabled}
 	if s.disp != nil {
@@ -256,22 +258,85 @@ func newBackend(opts ...Option) (*Server, error) {
 	}
 	s := &Server{
 		cfg:    cfg,
-		store:  newStore(cfg.now, cfg.log),
 		fault:  newFaults(),
+		counts: &counters{},
 		auth:   newAuthority(cfg.issuer, cfg.now),
 		served: make(chan struct{}),
 	}
-	s.store.hardReset = cfg.hardReset
+	s.store = newStore(storeConfig{now: cfg.now, log: cfg.log, hardReset: cfg.hardReset, changed: s.changed})
 	if !cfg.noDispatch {
-		s.disp = newDispatcher(s.store, s.fault, dispatchConfig{
+		s.disp = newDispatcher(s.store, s.counts, dispatchConfig{
 			transport: cfg.transport,
 			appEngine: aeURL,
 			anyHost:   cfg.anyHost,
 			log:       cfg.log,
 			auth:      s.auth,
+			finished:  s.idle.signal,
 		})
 	}
 	return s, nil
+}
+
+// changed is called after anything that can start work or end it: a call
+// answered, a task stored or removed, a queue paused, resumed or updated. It
+// wakes the dispatcher and every Wait.
+func (s *Server) changed() {
+	if s.disp != nil {
+		s.disp.poke()
+	}
+	s.idle.signal()
+}
+
+// Wait blocks until the server has nothing left to do now: no call of any
+// method is being served (CreateTask included), no dispatch attempt is in
+// flight, and no task that the server would send is due in a running
+// queue. Tasks scheduled for later (a failed task waiting for its retry
+// too), tasks of paused queues, App Engine tasks without a base URL
+// (WithAppEngineURL) and, with WithoutDispatch, every stored task do not
+// keep it waiting. After Close it returns at once.
+//
+// It returns nil when the server is idle, or ctx.Err() if ctx ends first.
+// Use it in place of polling Stats:
+//
+//	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+//	defer cancel()
+//	if err := srv.Wait(ctx); err != nil { t.Fatal(err) }
+func (s *Server) Wait(ctx context.Context) error {
+	for {
+		woken := s.idle.next() // taken before the check, so no change is missed
+		if s.counts.callsInFlight() == 0 && (s.disp == nil || !s.disp.busy()) {
+			return nil
+		}
+		select {
+		case <-woken:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// broadcast wakes every goroutine waiting on the channel next returned.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *broadcast) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *broadcast) signal() {
+	b.mu.Lock()
+	if b.ch != nil {
+		close(b.ch)
+		b.ch = nil
+	}
+	b.mu.Unlock()
 }
 
 // Close stops the server: open calls and dispatch attempts in flight are
@@ -287,6 +352,7 @@ func (s *Server) Close() error {
 		if s.disp != nil {
 			s.disp.close()
 		}
+		s.idle.signal()
 	})
 	return nil
 }
@@ -387,93 +453,4 @@ func (s *Server) Task(name string) (*cloudtaskspb.Task, bool) {
 // after the call; it may be made before the queue exists.
 func (s *Server) SetTombstoneTTL(queuePath string, d time.Duration) {
 	s.store.setTombstoneTTL(queuePath, d)
-}
-
-// InjectErrors scripts the answers of the next len(cs) calls of method: the
-// i-th call answers cs[i] without being served, except codes.OK, which
-// serves the call normally. Calls beyond the script are served normally; a
-// second InjectErrors for the same method appends to its script.
-//
-// method is a v2 method name ("CreateTask", "GetQueue", "ListTasks", ...) or
-// a v2beta3 method name with a "v2beta3." prefix ("v2beta3.GetQueue").
-// InjectErrors panics on a name the API does not have, to catch typos.
-func (s *Server) InjectErrors(method string, cs ...codes.Code) {
-	s.fault.inject(method, cs)
-}
-
-// LoseResponses makes the next n CreateTask calls that succeed store their
-// task as usual but answer UNAVAILABLE, as when a response is lost on the way
-// back. A client that retries an unnamed task then creates a duplicate; a
-// named one gets ALREADY_EXISTS. Calls add to the count.
-func (s *Server) LoseResponses(n int) {
-	s.fault.loseResponses(n)
-}
-
-// SetLatency delays every CreateTask call by d before it is served (or
-// answered with an injected code). The call counts as in flight while it
-// waits. d <= 0 removes the delay.
-func (s *Server) SetLatency(d time.Duration) {
-	s.fault.setLatency(d)
-}
-
-// SetRejectFunc installs a hook run on every CreateTask request that passed
-// the server's own validation: a non-nil error is answered as
-// INVALID_ARGUMENT with the error's text as the message, and nothing is
-// stored. nil removes the hook. The hook runs on the server's goroutines and
-// must be safe for concurrent use.
-func (s *Server) SetRejectFunc(fn func(*cloudtaskspb.CreateTaskRequest) error) {
-	s.store.setRejectFunc(fn)
-}
-
-// Stats returns the server's counters since it started or since the last
-// ResetStats.
-func (s *Server) Stats() Stats {
-	return s.fault.stats()
-}
-
-// ResetStats zeroes the counters; MaxCreateTaskInFlight restarts from the
-// number of CreateTask calls in flight now.
-func (s *Server) ResetStats() {
-	s.fault.resetStats()
-}
-
-// Stats counts what the server saw. CreateTask figures count calls that
-// reached the server (a client's own retries count once per attempt).
-type Stats struct {
-	// CreateTaskCalls is the number of CreateTask calls received, including
-	// those answered with an injected code.
-	CreateTaskCalls int
-	// TasksCreated is the number of tasks stored by CreateTask, including
-	// those whose response was lost (LoseResponses).
-	TasksCreated int
-	// AlreadyExists is the number of CreateTask calls answered
-	// ALREADY_EXISTS because the name was held or recently held. Injected
-	// ALREADY_EXISTS answers are counted in InjectedErrors instead.
-	AlreadyExists int
-	// InjectedErrors is the number of calls, of any method, answered with a
-	// code from InjectErrors.
-	InjectedErrors int
-	// LostResponses is the number of CreateTask calls that stored a task but
-	// answered UNAVAILABLE because of LoseResponses.
-	LostResponses int
-	// CreateTaskInFlight is the number of CreateTask calls being served now
-	// (including the SetLatency wait).
-	CreateTaskInFlight int
-	// MaxCreateTaskInFlight is the highest CreateTaskInFlight seen.
-	MaxCreateTaskInFlight int
-
-	// DispatchAttempts is the number of dispatch attempts started, first
-	// attempts and retries alike.
-	DispatchAttempts int
-	// TasksSucceeded is the number of tasks whose target answered 2xx (and
-	// which were therefore removed).
-	TasksSucceeded int
-	// TasksExhausted is the number of tasks removed after their last allowed
-	// attempt failed.
-	TasksExhausted int
-	// DispatchesInFlight is the number of attempts waiting for an answer now,
-	// across all queues.
-	DispatchesInFlight int
-	// MaxDispatchesInFlight is the highest DispatchesInFlight seen.
-	MaxDispatchesInFlight int
 }
