@@ -170,7 +170,6 @@ type stagedCreateFn struct {
 	age     beam.Distribution // stagedTaskAgeMillis: origin to create, per envelope
 	budget  beam.Distribution // stagedTaskRemainingMillis: time left before the deadline
 	engine  *engine.Engine
-	failure error
 
 	// creator and retention are the Cloud Tasks client's create call and queue reader; set
 	// from the shared clients in StartBundle unless a test has set them.
@@ -210,55 +209,36 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 	}
 	opts := engineOptions(f.Spec.Writer)
 	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
+	abandon(f.engine)
 	f.engine = engine.New(f.creator, opts, f)
-	f.failure = nil
 	return nil
 }
 
 func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	if err := f.bundleErr(); err != nil {
+	if err := f.engine.Err(); err != nil {
 		return err
 	}
 	if f.Spec.Staged.VerifyQueueRetention {
 		if err := verifyRetention(ctx, f.retention, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
-			return err
+			return failBundle(ctx, f.engine, f.metrics, err)
 		}
 	}
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(env.Task, task); err != nil {
-		return fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue)
+		return failBundle(ctx, f.engine, f.metrics, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
 	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
 	f.budget.Update(ctx, deadline.Sub(now).Milliseconds())
-	err := f.engine.Submit(ctx, &engine.Request{
+	return submit(ctx, f.engine, f.metrics, &engine.Request{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,
 		Tag:      &stagedCreate{bytes: len(env.Task)},
 	})
-	f.metrics.gauges(ctx, f.engine)
-	if bundleErr := f.bundleErr(); bundleErr != nil {
-		return bundleErr
-	}
-	return err
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	err := f.engine.Flush(ctx)
-	f.metrics.gauges(ctx, f.engine)
-	if bundleErr := f.bundleErr(); bundleErr != nil {
-		return bundleErr
-	}
-	return err
-}
-
-// bundleErr is the bundle's first failure: a rejected task's or the engine's, whichever came
-// first.
-func (f *stagedCreateFn) bundleErr() error {
-	if f.failure != nil {
-		return f.failure
-	}
-	return f.engine.Err()
+	return flush(ctx, f.engine, f.metrics)
 }
 
 func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
@@ -269,12 +249,13 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, dedupli
 	f.metrics.created(ctx, r.Create.GetParent(), c.bytes, deduplicated)
 }
 
-func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) {
+// Rejected fails the bundle: in exactly-once mode every failure does.
+func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) error {
 	f.metrics.failed(ctx, r.Create.GetParent())
-	if f.failure == nil && f.engine.Err() == nil {
-		f.failure = fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
-	}
+	return fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 }
+
+func (f *stagedCreateFn) Failed(context.Context, *engine.Request, error) {}
 
 func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
 	f.metrics.attemptFailed(ctx, code)

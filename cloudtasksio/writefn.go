@@ -42,7 +42,6 @@ type writeFn struct {
 	metrics  *sinkMetrics
 	engine   *engine.Engine
 	emit     func(beam.EventTime, deadletter.FailedElement)
-	firstErr error // first failure the policy turned into a bundle error
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -67,54 +66,38 @@ func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, dea
 		return err
 	}
 	// A fresh engine per bundle: nothing of a failed bundle can leak into the next one.
+	abandon(f.engine)
 	f.engine = engine.New(clientCreator(client), engineOptions(f.Spec.Writer), f)
-	f.firstErr = nil
 	f.emit = emit
 	return nil
 }
 
 func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
-	if err := f.bundleErr(); err != nil {
+	if err := f.engine.Err(); err != nil {
 		return err
 	}
 	queue, err := f.resolveQueue(elem)
 	if err != nil {
-		return err
+		return failBundle(ctx, f.engine, f.metrics, err)
 	}
 	req, bytes, err := f.request(elem, queue)
 	if err != nil {
-		return f.route(ctx, et, queue.Path(), err)
+		if err := f.route(ctx, et, queue.Path(), err); err != nil {
+			return failBundle(ctx, f.engine, f.metrics, err)
+		}
+		return nil
 	}
 	if req == nil {
 		f.metrics.recordsSkipped.Inc(ctx, 1)
 		return nil
 	}
-	err = f.engine.Submit(ctx, &engine.Request{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
-	f.metrics.gauges(ctx, f.engine)
-	if bundleErr := f.bundleErr(); bundleErr != nil {
-		return bundleErr
-	}
-	return err
+	return submit(ctx, f.engine, f.metrics, &engine.Request{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
 }
 
 func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
-	err := f.engine.Flush(ctx)
-	f.metrics.gauges(ctx, f.engine)
-	if bundleErr := f.bundleErr(); bundleErr != nil {
-		return bundleErr
-	}
-	return err
-}
-
-// bundleErr is the bundle's first terminal failure: the engine's or the failure policy's,
-// whichever came first.
-func (f *writeFn) bundleErr() error {
-	if f.firstErr != nil {
-		return f.firstErr
-	}
-	return f.engine.Err()
+	return flush(ctx, f.engine, f.metrics)
 }
 
 // resolveQueue returns the element's queue. A failing or invalid QueueFn fails the bundle: it
@@ -154,18 +137,19 @@ func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskReques
 	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, proto.Size(task), nil
 }
 
-// route applies the failure policy to an element failure; any other error fails the bundle.
+// route applies the failure policy to an element failure and returns the error that fails the
+// bundle, if any; any other error fails the bundle.
 func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, err error) error {
 	var ef *elementFailure
 	if !errors.As(err, &ef) {
 		return err
 	}
-	f.applyPolicy(ctx, et, queue, ef)
-	return f.bundleErr()
+	return f.applyPolicy(ctx, et, queue, ef)
 }
 
-// applyPolicy is the one place the failure policy acts.
-func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) {
+// applyPolicy is the one place the failure policy acts. It returns the error that fails the
+// bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
+func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
 	f.metrics.failed(ctx, queue)
 	text := boundedText(ef.err.Error(), maxErrorText)
 	switch f.Spec.OnFailure {
@@ -176,22 +160,15 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 		if ef.task != nil {
 			payload, err := proto.Marshal(ef.task)
 			if err != nil {
-				f.keepErr(fmt.Errorf("cloudtasksio: encoding a dead letter's task for queue %s: %w", queue, err))
-				return
+				return fmt.Errorf("cloudtasksio: encoding a dead letter's task for queue %s: %w", queue, err)
 			}
 			fe.Payload = payload
 		}
 		f.emit(et, fe)
 	default:
-		f.keepErr(fmt.Errorf("cloudtasksio: an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text))
+		return fmt.Errorf("cloudtasksio: an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text)
 	}
-}
-
-// keepErr keeps err as the bundle's failure unless the bundle has already failed.
-func (f *writeFn) keepErr(err error) {
-	if f.firstErr == nil && (f.engine == nil || f.engine.Err() == nil) {
-		f.firstErr = err
-	}
+	return nil
 }
 
 // The engine's observer. The engine calls these only from inside Submit and Flush, on the
@@ -202,10 +179,16 @@ func (f *writeFn) Created(ctx context.Context, r *engine.Request, deduplicated b
 	f.metrics.created(ctx, p.queue, p.bytes, deduplicated)
 }
 
-func (f *writeFn) Rejected(ctx context.Context, r *engine.Request, err error) {
+// Rejected applies the failure policy; under FailBundle its error stops the engine, so nothing
+// more of the bundle is sent.
+func (f *writeFn) Rejected(ctx context.Context, r *engine.Request, err error) error {
 	p := r.Tag.(*pendingTask)
-	f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: codeInvalidArgument, task: r.Create.GetTask(), err: err})
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: codeInvalidArgument, task: r.Create.GetTask(), err: err})
 }
+
+// Failed is not counted in at-least-once mode: numRecordsSendErrors counts the elements that
+// reached the failure policy, and a terminal failure fails the bundle whatever the policy.
+func (f *writeFn) Failed(context.Context, *engine.Request, error) {}
 
 func (f *writeFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
 	f.metrics.attemptFailed(ctx, code)
@@ -223,6 +206,48 @@ func clientCreator(c interface {
 	return engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 		return c.CreateTask(ctx, req)
 	})
+}
+
+// errBundleAbandoned ends the creates of a bundle that was neither finished nor failed through
+// the DoFn (the runner gave up on it), when the DoFn instance starts its next bundle.
+var errBundleAbandoned = errors.New("cloudtasksio: the bundle was abandoned before it finished")
+
+// abandon cancels whatever a previous bundle's engine still has in flight.
+func abandon(e *engine.Engine) {
+	if e != nil {
+		e.Fail(errBundleAbandoned)
+	}
+}
+
+// submit hands r to the bundle's engine and returns the bundle's failure, if any.
+func submit(ctx context.Context, e *engine.Engine, m *sinkMetrics, r *engine.Request) error {
+	err := e.Submit(ctx, r)
+	m.gauges(ctx, e)
+	if err != nil {
+		return failBundle(ctx, e, m, err)
+	}
+	return nil
+}
+
+// flush waits for the bundle's creates and returns the bundle's failure, if any.
+func flush(ctx context.Context, e *engine.Engine, m *sinkMetrics) error {
+	err := e.Flush(ctx)
+	m.gauges(ctx, e)
+	if err != nil {
+		return failBundle(ctx, e, m, err)
+	}
+	return nil
+}
+
+// failBundle fails the bundle with err unless it has failed already, and returns its first
+// failure. The engine cancels the creates in flight, and failBundle waits for them to return,
+// so a failed bundle leaves nothing in flight: the runner replays its elements, and the next
+// bundle starts with the whole MaxInFlightTasks.
+func failBundle(ctx context.Context, e *engine.Engine, m *sinkMetrics, err error) error {
+	e.Fail(err)
+	_ = e.Flush(ctx) // returns the first failure once the cancelled creates are back
+	m.gauges(ctx, e)
+	return e.Err()
 }
 
 func engineOptions(o WriterOptions) engine.Options {

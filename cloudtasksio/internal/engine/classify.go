@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -57,52 +59,127 @@ type grpcStatuser interface {
 	GRPCStatus() *status.Status
 }
 
-// maxChainNodes bounds the walk over an error chain, in case a custom error
-// type builds a cycle.
-const maxChainNodes = 256
+// maxChainNodes bounds the walk over an error chain. A chain is walked whole
+// (a node met again, as in a cycle, is not walked twice); only an endless
+// chain, which a custom Unwrap can build, or one of more nodes than this is
+// cut, and a cut chain counts as unreadable.
+const maxChainNodes = 1 << 16
 
 // nodeStatus reports the status carried by one node of an error chain (not by
 // the errors it wraps). A bare context.DeadlineExceeded counts as
 // DEADLINE_EXCEEDED: gax returns it when a context expires between retries.
 // A status with code OK is ignored.
-func nodeStatus(node error) (code codes.Code, msg string, ok bool) {
+// readable is false when the node is a typed nil or its GRPCStatus method
+// panics.
+func nodeStatus(node error) (code codes.Code, msg string, ok, readable bool) {
 	if node == context.DeadlineExceeded {
-		return codes.DeadlineExceeded, node.Error(), true
+		return codes.DeadlineExceeded, node.Error(), true, true
+	}
+	if isNilValue(node) {
+		return 0, "", false, false
 	}
 	s, isStatuser := node.(grpcStatuser)
 	if !isStatuser {
-		return 0, "", false
+		return 0, "", false, true
 	}
-	st := s.GRPCStatus()
-	if st == nil || st.Code() == codes.OK {
-		return 0, "", false
+	st, readable := safeStatus(s)
+	if !readable || st == nil || st.Code() == codes.OK {
+		return 0, "", false, readable
 	}
-	return st.Code(), st.Message(), true
+	return st.Code(), st.Message(), true, true
+}
+
+// isNilValue reports whether err is a non-nil interface holding a nil pointer
+// (or other nil reference): calling its methods may panic.
+func isNilValue(err error) bool {
+	v := reflect.ValueOf(err)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
+}
+
+func safeStatus(s grpcStatuser) (st *status.Status, ok bool) {
+	defer func() {
+		if recover() != nil {
+			st, ok = nil, false
+		}
+	}()
+	return s.GRPCStatus(), true
+}
+
+// safeUnwrap returns the errors node wraps; ok is false when its Unwrap
+// method panics.
+func safeUnwrap(node error) (children []error, ok bool) {
+	defer func() {
+		if recover() != nil {
+			children, ok = nil, false
+		}
+	}()
+	switch u := node.(type) {
+	case interface{ Unwrap() error }:
+		return []error{u.Unwrap()}, true
+	case interface{ Unwrap() []error }:
+		return u.Unwrap(), true
+	}
+	return nil, true
+}
+
+// firstVisit records node in seen and reports whether it was not there yet.
+// Nodes of a type that cannot be compared are always new.
+func firstVisit(seen map[any]struct{}, node error) (first bool) {
+	defer func() {
+		if recover() != nil {
+			first = true // a comparable type holding an incomparable value
+		}
+	}()
+	if !reflect.TypeOf(node).Comparable() {
+		return true
+	}
+	if _, dup := seen[node]; dup {
+		return false
+	}
+	seen[node] = struct{}{}
+	return true
 }
 
 // walkChain visits err and every error it wraps, depth first and in order
-// (errors.Unwrap and Unwrap() []error), until visit returns false.
-func walkChain(err error, visit func(node error) bool) {
+// (errors.Unwrap and Unwrap() []error), until visit returns false. It never
+// panics: a typed-nil node is visited but not unwrapped, and a node whose
+// methods panic is skipped. readable is false when some part of the chain
+// could not be read (a typed nil, a panicking method, a chain cut at
+// maxChainNodes).
+func walkChain(err error, visit func(node error) bool) (readable bool) {
+	readable = true
+	seen := map[any]struct{}{}
 	stack := []error{err}
-	for n := 0; len(stack) > 0 && n < maxChainNodes; n++ {
+	for n := 0; len(stack) > 0; n++ {
+		if n == maxChainNodes {
+			return false
+		}
 		node := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		if node == nil {
+		if node == nil || !firstVisit(seen, node) {
 			continue
 		}
 		if !visit(node) {
-			return
+			return readable
 		}
-		switch u := node.(type) {
-		case interface{ Unwrap() error }:
-			stack = append(stack, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			children := u.Unwrap()
-			for i := len(children) - 1; i >= 0; i-- {
-				stack = append(stack, children[i])
-			}
+		if isNilValue(node) {
+			readable = false
+			continue
+		}
+		children, ok := safeUnwrap(node)
+		if !ok {
+			readable = false
+			continue
+		}
+		for i := len(children) - 1; i >= 0; i-- {
+			stack = append(stack, children[i])
 		}
 	}
+	return readable
 }
 
 func isTransientCode(c codes.Code) bool {
@@ -116,14 +193,20 @@ type decision struct {
 	code    codes.Code
 	message string
 	hasCode bool
+	// cancelled is true when a CANCELLED status (or context.Canceled) is in
+	// the chain.
+	cancelled bool
 }
 
 // classify implements Classify and also returns the deciding status, which
 // error messages name.
 func classify(err error, named bool) decision {
 	var first, transient decision
-	walkChain(err, func(node error) bool {
-		code, msg, ok := nodeStatus(node)
+	cancelled, nodesReadable := false, true
+	chainReadable := walkChain(err, func(node error) bool {
+		code, msg, ok, nodeReadable := nodeStatus(node)
+		nodesReadable = nodesReadable && nodeReadable
+		cancelled = cancelled || node == context.Canceled || ok && code == codes.Canceled
 		if !ok {
 			return true
 		}
@@ -136,11 +219,19 @@ func classify(err error, named bool) decision {
 		}
 		return true
 	})
+	readable := chainReadable && nodesReadable
 	if transient.hasCode {
+		transient.cancelled = cancelled
 		return transient
 	}
 	d := first
+	d.cancelled = cancelled
 	switch {
+	case !readable:
+		// Part of the chain is unreadable and may hold what would change the
+		// outcome: fail rather than dead-letter, drop or count as created.
+		d.class = Terminal
+		d.message = strings.TrimSpace(d.message + " (part of the error chain could not be read)")
 	case !d.hasCode:
 		d.class = Terminal
 	case d.code == codes.NotFound:
@@ -168,6 +259,12 @@ func classify(err error, named bool) decision {
 //     unnamed one; INVALID_ARGUMENT is Invalid (an INVALID_ARGUMENT wrapped
 //     under INTERNAL therefore stays Terminal); any other code is Terminal.
 //   - an error with no status anywhere (and a nil error) is Terminal.
+//   - a chain that cannot be read whole (a typed-nil node, an Unwrap or
+//     GRPCStatus method that panics, an endless chain) is Terminal unless a
+//     transient status was found: what could not be read might have changed
+//     the outcome, so it is never Invalid, NotFound or Deduplicated.
+//
+// It never panics, whatever the error's types do.
 func Classify(err error, named bool) Class {
 	return classify(err, named).class
 }
@@ -179,7 +276,7 @@ func Classify(err error, named bool) Class {
 func OutermostCode(err error) string {
 	name := CodeName(codes.Unknown)
 	walkChain(err, func(node error) bool {
-		code, _, ok := nodeStatus(node)
+		code, _, ok, _ := nodeStatus(node)
 		if ok {
 			name = CodeName(code)
 		}

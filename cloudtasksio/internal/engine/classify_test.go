@@ -117,3 +117,50 @@ func TestClassString(t *testing.T) {
 	assert.Equal(t, "Terminal", Terminal.String())
 	assert.Equal(t, "Class(0)", Class(0).String())
 }
+
+// panicky is a custom error whose methods panic, as a buggy error type can.
+type panicky struct{}
+
+func (panicky) Error() string              { panic("Error") }
+func (panicky) Unwrap() error              { panic("Unwrap") }
+func (panicky) GRPCStatus() *status.Status { panic("GRPCStatus") }
+
+// endless builds a new link on every Unwrap: a chain without end and without a repeated node
+// (its slice field makes it incomparable).
+type endless struct{ depth []int }
+
+func (e endless) Error() string { return "endless" }
+func (e endless) Unwrap() error { return endless{depth: append(e.depth, 0)} }
+
+func TestClassifyIsTotalOnATypedNilStatusError(t *testing.T) {
+	var typedNil *apierror.APIError
+	for name, err := range map[string]error{
+		"typed nil alone":                          typedNil,
+		"wrapped typed nil":                        fmt.Errorf("create: %w", typedNil),
+		"typed nil joined with invalid argument":   errors.Join(status.Error(codes.InvalidArgument, "bad"), typedNil),
+		"typed nil under INVALID_ARGUMENT":         &layered{codes.InvalidArgument, typedNil},
+		"panicking methods under INVALID_ARGUMENT": &layered{codes.InvalidArgument, panicky{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.NotPanics(t, func() { Classify(err, true) })
+			require.NotPanics(t, func() { OutermostCode(err) })
+			assert.Equal(t, Terminal, Classify(err, true), "an unreadable chain fails the batch: never a dead letter, never a dedup")
+		})
+	}
+}
+
+func TestClassifyFindsATransientStatusAtAnyDepth(t *testing.T) {
+	var err error = status.Error(codes.Unavailable, "deep outage")
+	for i := range 1000 {
+		err = fmt.Errorf("layer %d: %w", i, err)
+	}
+	outer := &layered{codes.InvalidArgument, err}
+	assert.Equal(t, Transient, Classify(outer, false), "an outage never reaches a failure policy, however deep")
+	assert.Equal(t, "INVALID_ARGUMENT", OutermostCode(outer))
+}
+
+func TestAnEndlessChainIsUnreadableNotADeadLetter(t *testing.T) {
+	assert.Equal(t, Terminal, Classify(&layered{codes.InvalidArgument, endless{}}, false))
+	assert.Equal(t, Transient, Classify(&layered{codes.Unavailable, endless{}}, false), "a transient status read before the cut still counts")
+	assert.Equal(t, "INVALID_ARGUMENT", OutermostCode(&layered{codes.InvalidArgument, endless{}}))
+}

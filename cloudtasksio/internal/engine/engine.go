@@ -24,9 +24,15 @@
 // # Failure
 //
 // The first terminal failure is kept and returned by every later Submit and by
-// Flush. From then on nothing is sent or re-sent: parked requests are
-// abandoned (the caller fails its batch and replays it), while calls already
-// in flight are still awaited and reported.
+// Flush. A failure is terminal when the engine decides so (a status that is
+// not retried, an exhausted budget, an expiry), when an Observer callback
+// returns an error (a failure policy that fails the batch), or when the caller
+// calls Fail. From then on nothing is sent or re-sent: the request Submit was
+// given is not sent, parked requests are abandoned, and the calls in flight
+// are cancelled (the caller fails its batch and replays it). Flush still waits
+// for the cancelled calls to return, so a caller that flushes a failed engine
+// holds no call once Flush returns; a call that succeeded before its
+// cancellation took effect is still reported as created.
 package engine
 
 import (
@@ -115,9 +121,9 @@ type Options struct {
 	// schedule exact.
 	Jitter func() float64
 	// AttemptTimeout, when > 0, bounds each attempt: its RPC runs under
-	// context.WithTimeout(context.Background(), AttemptTimeout). Zero sets no
-	// deadline of the engine's own, so the client's default (20s for
-	// CreateTask) applies.
+	// context.WithTimeout of the engine's context, which the engine cancels
+	// when it fails. Zero sets no deadline of the engine's own, so the
+	// client's default (20s for CreateTask) applies.
 	AttemptTimeout time.Duration
 }
 
@@ -157,14 +163,23 @@ type Observer interface {
 	Created(ctx context.Context, r *Request, deduplicated bool)
 	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT: the task
 	// itself is at fault and the caller's failure policy decides what to do
-	// with it. It is not an engine error. err wraps the RPC error (use
-	// errors.Is / status.Code on it); its message is bounded and carries no
-	// task body or headers.
-	Rejected(ctx context.Context, r *Request, err error)
+	// with it. err wraps the RPC error (use errors.Is / status.Code on it);
+	// its message is bounded and carries no task body or headers. Returning
+	// nil (the element was dead-lettered or dropped) leaves the engine
+	// running; a non-nil error becomes its terminal error, so nothing more is
+	// sent (see Failure in the package documentation).
+	Rejected(ctx context.Context, r *Request, err error) error
+	// Failed reports the request whose failure became the engine's terminal
+	// error: a status that is not retried, an exhausted retry budget, or an
+	// expiry that Expired decided to fail. err is that terminal error. It is
+	// called at most once per engine, and not for a rejection (Rejected
+	// decided that one) nor for an error passed to Fail.
+	Failed(ctx context.Context, r *Request, err error)
 	// AttemptFailed reports every failed attempt, retried or not, with the
 	// outermost status of the error as its canonical name ("UNAVAILABLE",
 	// see OutermostCode). ALREADY_EXISTS for a named task is a success and is
-	// not reported here.
+	// not reported here, and neither is an attempt that ended because the
+	// engine had failed and cancelled it.
 	AttemptFailed(ctx context.Context, r *Request, code string)
 	// Expired is asked when a request's Deadline has passed before a send or
 	// re-send, and decides what happens to it (see ExpiredAction). A non-nil
@@ -225,6 +240,11 @@ type Engine struct {
 	seq      uint64
 	timer    *time.Timer
 	err      error
+
+	// attempts is the parent context of every attempt; cancel ends them all
+	// when the engine fails.
+	attempts context.Context
+	cancel   context.CancelFunc
 }
 
 // completion is the result of one attempt, posted by its goroutine.
@@ -260,7 +280,8 @@ func New(c Creator, o Options, obs Observer) *Engine {
 	if obs == nil {
 		obs = nopObserver{}
 	}
-	return &Engine{creator: c, opts: o, obs: obs, done: make(chan completion, o.MaxInFlight)}
+	attempts, cancel := context.WithCancel(context.Background())
+	return &Engine{creator: c, opts: o, obs: obs, done: make(chan completion, o.MaxInFlight), attempts: attempts, cancel: cancel}
 }
 
 // Submit hands r to the engine. It first handles the creates that completed
@@ -291,9 +312,9 @@ func (e *Engine) Submit(ctx context.Context, r *Request) error {
 // Flush waits until every in-flight create has completed and every parked
 // request has been re-sent as it came due and completed, then returns the
 // first terminal error, if any. Once a terminal error is captured nothing more
-// is sent; Flush still waits for the calls already in flight. It returns
-// ctx.Err() if ctx ends first; the engine keeps its state and a later Flush
-// continues.
+// is sent; Flush still waits for the calls in flight, which the failure has
+// cancelled. It returns ctx.Err() if ctx ends first; the engine keeps its
+// state and a later Flush continues.
 func (e *Engine) Flush(ctx context.Context) error {
 	for {
 		e.pump(ctx)
@@ -312,6 +333,17 @@ func (e *Engine) Stats() (inFlight, parked int) { return e.inFlight, len(e.parke
 
 // Err returns the first terminal error captured so far, or nil.
 func (e *Engine) Err() error { return e.err }
+
+// Fail makes err the engine's terminal error unless one was captured earlier
+// (err must not be nil): nothing more is sent, parked requests are abandoned
+// and the calls in flight are cancelled. The caller uses it when its batch
+// fails for a reason of its own; Flush then waits for the cancelled calls.
+func (e *Engine) Fail(err error) {
+	if err == nil {
+		panic("engine: Fail needs a non-nil error")
+	}
+	e.fail(err)
+}
 
 // pump handles every completion already posted, then re-sends the parked
 // requests that are due.
@@ -365,7 +397,7 @@ func (e *Engine) dispatch(ctx context.Context, r *Request) {
 	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
 		action, err := e.obs.Expired(ctx, r)
 		if err != nil {
-			e.fail(err)
+			e.failRequest(ctx, r, err)
 			return
 		}
 		switch action {
@@ -377,7 +409,7 @@ func (e *Engine) dispatch(ctx context.Context, r *Request) {
 		case ExpiredDrop:
 			return
 		case ExpiredFail:
-			e.fail(&createError{msg: fmt.Sprintf(
+			e.failRequest(ctx, r, &createError{msg: fmt.Sprintf(
 				"task for queue %q not sent: its deadline %s passed after %d attempt(s)",
 				r.Create.GetParent(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
 			return
@@ -393,9 +425,8 @@ func (e *Engine) dispatch(ctx context.Context, r *Request) {
 func (e *Engine) start(r *Request) {
 	e.inFlight++
 	r.attempts++
-	creator, timeout, done := e.creator, e.opts.AttemptTimeout, e.done
+	creator, timeout, done, ctx := e.creator, e.opts.AttemptTimeout, e.done, e.attempts
 	go func() {
-		ctx := context.Background()
 		if timeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -419,17 +450,27 @@ func (e *Engine) handle(ctx context.Context, c completion) {
 		e.obs.Created(ctx, r, true)
 		return
 	}
+	if e.err != nil {
+		// The engine has failed: the batch is replayed, so the outcome only
+		// feeds the attempt metric, unless it is the engine's own cancellation.
+		if e.attempts.Err() == nil || !d.cancelled {
+			e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
+		}
+		return
+	}
 	e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
 	queue := r.Create.GetParent()
 	code := CodeName(d.code)
 	if !d.hasCode {
 		code = "no status"
-		d.message = c.err.Error()
+		d.message = errorText(c.err)
 	}
 	switch d.class {
 	case Invalid:
-		e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
-			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, bounded(d.message))})
+		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, bounded(d.message))}); err != nil {
+			e.fail(err)
+		}
 	case Transient, NotFound:
 		budget, failures, what := e.opts.Transient, &r.transientFailures, "transient"
 		if d.class == NotFound {
@@ -441,32 +482,40 @@ func (e *Engine) handle(ctx context.Context, c completion) {
 			if d.class == NotFound {
 				hint = "; the queue does not exist, or is reactivating after being idle"
 			}
-			e.fail(&createError{cause: c.err, msg: fmt.Sprintf(
+			e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
 				queue, code, r.attempts, what, budget.MaxAttempts, hint, bounded(d.message))})
 			return
-		}
-		if e.err != nil {
-			return // the engine has failed: abandon it like the parked ones
 		}
 		due := c.at.Add(budget.backoff(*failures, e.opts.Jitter()))
 		heap.Push(&e.parked, parkedRequest{due: due, seq: e.seq, r: r})
 		e.seq++
 	default:
-		e.fail(&createError{cause: c.err, msg: fmt.Sprintf(
+		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
 			queue, code, r.attempts, bounded(d.message))})
 	}
 }
 
-// fail keeps err if it is the first terminal error and abandons the parked
-// requests.
+// failRequest makes r's failure the engine's terminal error, telling the
+// Observer, unless the engine has already failed.
+func (e *Engine) failRequest(ctx context.Context, r *Request, err error) {
+	if e.err != nil {
+		return
+	}
+	e.fail(err)
+	e.obs.Failed(ctx, r, err)
+}
+
+// fail keeps err if it is the first terminal error, abandons the parked
+// requests and cancels the attempts in flight.
 func (e *Engine) fail(err error) {
 	if e.err != nil {
 		return
 	}
 	e.err = err
 	e.parked = nil
+	e.cancel()
 }
 
 // createError is a bounded, payload-free message that still wraps the RPC
@@ -481,6 +530,20 @@ func (e *createError) Unwrap() error { return e.cause }
 
 // maxMessage bounds the status message quoted in engine errors.
 const maxMessage = 200
+
+// errorText is err.Error(), or a fixed text when that method panics (a typed
+// nil, for example).
+func errorText(err error) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = "an error whose text cannot be read"
+		}
+	}()
+	if isNilValue(err) {
+		return fmt.Sprintf("a nil %T", err)
+	}
+	return err.Error()
+}
 
 // bounded cuts s to at most maxMessage bytes on a rune boundary.
 func bounded(s string) string {
@@ -525,7 +588,8 @@ func (q *parkQueue) Pop() any {
 type nopObserver struct{}
 
 func (nopObserver) Created(context.Context, *Request, bool)         {}
-func (nopObserver) Rejected(context.Context, *Request, error)       {}
+func (nopObserver) Rejected(context.Context, *Request, error) error { return nil }
+func (nopObserver) Failed(context.Context, *Request, error)         {}
 func (nopObserver) AttemptFailed(context.Context, *Request, string) {}
 func (nopObserver) Expired(context.Context, *Request) (ExpiredAction, error) {
 	return ExpiredFail, nil

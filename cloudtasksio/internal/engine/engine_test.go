@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -168,6 +169,8 @@ type harness struct {
 	expired   []string
 	expiredAt map[string]time.Duration
 	expire    func(r *Request) (ExpiredAction, error)
+	reject    func(r *Request, err error) error // nil: a rejection leaves the engine running
+	terminal  []string                          // ids reported by Failed
 }
 
 type callKey struct{}
@@ -257,9 +260,21 @@ func (h *harness) Created(ctx context.Context, r *Request, deduplicated bool) {
 	}
 }
 
-func (h *harness) Rejected(ctx context.Context, r *Request, err error) {
+func (h *harness) Rejected(ctx context.Context, r *Request, err error) error {
 	h.check(ctx, "Rejected")
 	h.rejected[r.Tag.(string)] = err
+	if h.reject == nil {
+		return nil
+	}
+	return h.reject(r, err)
+}
+
+func (h *harness) Failed(ctx context.Context, r *Request, err error) {
+	h.check(ctx, "Failed")
+	if !errors.Is(h.e.Err(), err) {
+		h.t.Errorf("Failed(%v) is not the engine's terminal error %v", err, h.e.Err())
+	}
+	h.terminal = append(h.terminal, r.Tag.(string))
 }
 
 func (h *harness) AttemptFailed(ctx context.Context, r *Request, code string) {
@@ -600,10 +615,11 @@ func TestFirstTerminalErrorWinsAndStopsFurtherSends(t *testing.T) {
 		assert.Contains(t, err.Error(), "PERMISSION_DENIED")
 		assert.Contains(t, err.Error(), testQueue)
 		assert.Contains(t, err.Error(), "1 attempt")
-		assert.Equal(t, 30*time.Millisecond, time.Since(h.start), "Flush awaits in-flight calls but not the abandoned parked one (due at 105ms)")
+		assert.Equal(t, 10*time.Millisecond, time.Since(h.start), "the failure cancels the calls in flight; Flush waits only for them to return")
 		assert.Equal(t, 1, f.count("parked"), "no re-send after a terminal error")
-		assert.Equal(t, []string{"slow"}, h.created, "an in-flight call that succeeds is still reported")
-		assert.ElementsMatch(t, []string{"parked:UNAVAILABLE", "denied:PERMISSION_DENIED", "internal:INTERNAL"}, h.failed)
+		assert.Empty(t, h.created, "the cancelled calls did not create anything")
+		assert.ElementsMatch(t, []string{"parked:UNAVAILABLE", "denied:PERMISSION_DENIED"}, h.failed, "cancelled attempts are not failed attempts")
+		assert.Equal(t, []string{"denied"}, h.terminal)
 		in, parked := h.e.Stats()
 		assert.Zero(t, in+parked)
 
@@ -613,6 +629,69 @@ func TestFirstTerminalErrorWinsAndStopsFurtherSends(t *testing.T) {
 		assert.Zero(t, f.count("late"), "and does not send")
 		assert.Same(t, err, h.flush())
 		assert.Same(t, err, h.e.Err())
+	})
+}
+
+func TestARejectionTheObserverFailsStopsTheHeldRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		policy := errors.New("the failure policy fails the batch")
+		f := scripted(map[string][]error{"bad": {status.Error(codes.InvalidArgument, "bad url")}})
+		o := baseOptions()
+		o.MaxInFlight = 1
+		h := newHarness(t, f, o)
+		h.reject = func(*Request, error) error { return policy }
+		require.NoError(t, h.submitID("bad"))
+		// At the cap, Submit waits for "bad", whose rejection fails the engine: the request it
+		// holds is not sent.
+		assert.Same(t, policy, h.submitID("held"))
+		assert.Same(t, policy, h.flush())
+		assert.Zero(t, f.count("held"))
+		assert.Equal(t, 1, f.total())
+		assert.Empty(t, h.terminal, "a rejection is reported by Rejected, not Failed")
+	})
+}
+
+func TestARejectionTheObserverFailsAbandonsParkedRetries(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		policy := errors.New("the failure policy fails the batch")
+		f := newFake(func(id string, n int) (time.Duration, error) {
+			if id == "bad" {
+				return 50 * time.Millisecond, status.Error(codes.InvalidArgument, "bad url")
+			}
+			return time.Millisecond, errUnavailable // parks, due 100ms after each failure
+		})
+		h := newHarness(t, f, baseOptions())
+		h.reject = func(*Request, error) error { return policy }
+		require.NoError(t, h.submitID("retry"))
+		require.NoError(t, h.submitID("bad"))
+		assert.Same(t, policy, h.flush())
+		assert.Equal(t, 50*time.Millisecond, time.Since(h.start), "Flush returns at the rejection")
+		time.Sleep(time.Minute)
+		assert.Equal(t, 1, f.count("retry"), "the parked retry is never re-sent")
+	})
+}
+
+func TestAFailureCancelsTheAttemptsInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(func(id string, n int) (time.Duration, error) { return time.Hour, nil })
+		h := newHarness(t, f, baseOptions())
+		for i := range 5 {
+			require.NoError(t, h.submitID(fmt.Sprint(i)))
+		}
+		synctest.Wait() // every attempt is waiting out the fake's hour
+		bundle := errors.New("an element of the batch failed")
+		h.e.Fail(bundle)
+		in, _ := h.e.Stats()
+		assert.Equal(t, 5, in, "Fail does not wait")
+		assert.Same(t, bundle, h.flush())
+		assert.Zero(t, time.Since(h.start), "the cancelled attempts return at once")
+		in, _ = h.e.Stats()
+		assert.Zero(t, in)
+		assert.Empty(t, h.created)
+		assert.Empty(t, h.failed, "an attempt the engine cancelled is not a failed attempt")
+		assert.Empty(t, h.terminal, "Failed is not called for the caller's own error")
+		h.e.Fail(errors.New("later"))
+		assert.Same(t, bundle, h.e.Err(), "the first error stays")
 	})
 }
 
@@ -990,4 +1069,18 @@ func BenchmarkEngine(b *testing.B) {
 			b.ReportMetric(float64(cap)/latency.Seconds(), "ideal-creates/s")
 		})
 	}
+}
+
+func TestATypedNilErrorFromTheCreatorFailsWithoutPanicking(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var typedNil *apierror.APIError
+		h := newHarness(t, scripted(map[string][]error{"a": {typedNil}, "b": {&layered{codes.InvalidArgument, typedNil}}}), baseOptions())
+		require.NoError(t, h.submitID("a"))
+		require.NoError(t, h.submitID("b"))
+		var err error
+		require.NotPanics(t, func() { err = h.flush() })
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "not retryable")
+		assert.Empty(t, h.rejected, "an unreadable chain is never handed to the failure policy")
+	})
 }

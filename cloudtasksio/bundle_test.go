@@ -1,0 +1,144 @@
+package cloudtasksio
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+// urlOrder is the element type of the bundle tests: an element whose url is not a URL fails to
+// build, which under FailBundle fails the bundle at once.
+type urlOrder struct {
+	ID  string `json:"id"`
+	URL string `cloudtasks:"url"`
+}
+
+const bundleQueue = "projects/p/locations/l/queues/bundles"
+
+// newBundleServer starts a storing-only server with the queue of the bundle tests.
+func newBundleServer(t *testing.T) *cloudtaskstest.Server {
+	t.Helper()
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	t.Cleanup(func() { srv.Close() })
+	_, err := srv.CreateQueue(bundleQueue)
+	require.NoError(t, err)
+	return srv
+}
+
+// rejectID makes srv answer INVALID_ARGUMENT for the task of the element with the given id.
+func rejectID(srv *cloudtaskstest.Server, id string) {
+	marker := []byte(fmt.Sprintf(`"id":%q`, id))
+	srv.SetRejectFunc(func(req *cloudtaskspb.CreateTaskRequest) error {
+		if bytes.Contains(req.GetTask().GetHttpRequest().GetBody(), marker) {
+			return errors.New("the task is malformed")
+		}
+		return nil
+	})
+}
+
+// newBundleWriteFn returns a set-up write DoFn sending to srv under policy, with cap tasks in
+// flight.
+func newBundleWriteFn(t *testing.T, srv *cloudtaskstest.Server, policy FailurePolicy, cap int, w WriterOptions) *writeFn {
+	t.Helper()
+	w.MaxInFlightTasks = cap
+	q, err := ParseQueue(bundleQueue)
+	require.NoError(t, err)
+	cfg := Config{Queue: q, HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
+		OnFailure: policy, Writer: w, EmulatorEndpoint: srv.Addr}
+	spec, err := compile(cfg, typeOf(urlOrder{}))
+	require.NoError(t, err)
+	f := &writeFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	return f
+}
+
+func discardDeadLetters(beam.EventTime, deadletter.FailedElement) {}
+
+func TestARejectionUnderFailBundleStopsTheHeldElement(t *testing.T) {
+	srv := newBundleServer(t)
+	rejectID(srv, "bad")
+	f := newBundleWriteFn(t, srv, FailBundle, 1, WriterOptions{})
+	ctx := context.Background()
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "bad"}, discardDeadLetters))
+	// At the cap, the next element waits for the rejection, which fails the bundle: it must
+	// not be sent.
+	err := f.ProcessElement(ctx, 0, urlOrder{ID: "held"}, discardDeadLetters)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "FailBundle")
+	require.Error(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Equal(t, 1, srv.Stats().CreateTaskCalls, "only the rejected task reached the server")
+	assert.Empty(t, srv.Tasks(bundleQueue))
+}
+
+func TestARejectionUnderFailBundleAbandonsParkedRetries(t *testing.T) {
+	srv := newBundleServer(t)
+	rejectID(srv, "bad")
+	srv.LoseResponses(1) // the good task is stored, but its answer is UNAVAILABLE: it parks
+	f := newBundleWriteFn(t, srv, FailBundle, 10, WriterOptions{RecoveryInitialBackoff: 50 * time.Millisecond, RecoveryMaxBackoff: 50 * time.Millisecond})
+	ctx := context.Background()
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "good"}, discardDeadLetters))
+	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "bad"}, discardDeadLetters))
+	err := f.FinishBundle(ctx, discardDeadLetters)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "FailBundle")
+	assert.LessOrEqual(t, srv.Stats().CreateTaskCalls, 2, "the parked retry is not re-sent once the bundle has failed")
+}
+
+func TestAFailedBundleCancelsItsCreatesAtTheServer(t *testing.T) {
+	srv := newBundleServer(t)
+	srv.SetLatency(time.Minute) // a create holds its slot at the server until cancelled
+	const cap = 8
+	f := newBundleWriteFn(t, srv, FailBundle, cap, WriterOptions{})
+	ctx := context.Background()
+	for bundle := 1; bundle <= 3; bundle++ {
+		require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+		for i := range cap {
+			require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(bundle, "-", i)}, discardDeadLetters))
+		}
+		require.Eventually(t, func() bool { return srv.Stats().CreateTaskInFlight == cap }, 10*time.Second, time.Millisecond,
+			"bundle %d's creates reach the server", bundle)
+		// An element that cannot be built fails the bundle under FailBundle, at once.
+		err := f.ProcessElement(ctx, 0, urlOrder{ID: "broken", URL: "not a url"}, discardDeadLetters)
+		require.Error(t, err)
+		// The runner replays the failed bundle's elements; its creates must not keep their
+		// slots at the server. (Cancellation reaches the server asynchronously.)
+		require.Eventually(t, func() bool { return srv.Stats().CreateTaskInFlight == 0 }, 10*time.Second, time.Millisecond,
+			"bundle %d failed, but its creates are still in flight at the server (%d)", bundle, srv.Stats().CreateTaskInFlight)
+	}
+	st := srv.Stats()
+	assert.Equal(t, cap, st.MaxCreateTaskInFlight, "each bundle filled the cap, and no bundle's creates outlived it")
+	assert.Empty(t, srv.Tasks(bundleQueue))
+}
+
+func TestARejectionInExactlyOnceModeStopsTheHeldEnvelope(t *testing.T) {
+	srv := newStagedServer(t, "held")
+	rejectID(srv, "bad")
+	spec := stagedSpecFor(t, srv, "held", eoPlainOrder{})
+	spec.Writer.MaxInFlightTasks = 1
+	spec.Staged.VerifyQueueRetention = false
+	envs := stageAll(t, spec, eoPlainOrder{ID: "bad"}, eoPlainOrder{ID: "held"})
+	f := &stagedCreateFn{Spec: spec}
+	f.Setup()
+	ctx := context.Background()
+	require.NoError(t, f.StartBundle(ctx, nil))
+	require.NoError(t, f.ProcessElement(ctx, envs[0], nil))
+	err := f.ProcessElement(ctx, envs[1], nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
+	require.Error(t, f.FinishBundle(ctx, nil))
+	assert.Equal(t, 1, srv.Stats().CreateTaskCalls, "the envelope held at the cap is not sent")
+}
