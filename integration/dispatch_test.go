@@ -128,7 +128,7 @@ func TestDispatchHTTPRequestsArriveAsBuilt(t *testing.T) {
 	})
 	require.Equal(t, int64(6), counters["numRecordsSend"])
 
-	got := byPath(rec.waitFor(t, 6))
+	got := byPath(rec.waitFor(t, b, 6))
 	b.waitQueueEmpty(t, q)
 	require.Len(t, rec.deliveries(), 6, "one delivery per element")
 
@@ -203,7 +203,7 @@ func TestDispatchOIDCTokenCarriesServiceAccountAndAudience(t *testing.T) {
 			URL: rec.URL + "/without-audience", OIDC: &cloudtasksio.OIDCToken{ServiceAccountEmail: account}}},
 			beam.Create(s, dispatchItem{ID: "b"}))
 	})
-	got := byPath(rec.waitFor(t, 2))
+	got := byPath(rec.waitFor(t, b, 2))
 	require.Len(t, got["/with-audience"], 1)
 	require.Len(t, got["/without-audience"], 1)
 	withAudience := got["/with-audience"][0].Header.Get("Authorization")
@@ -243,7 +243,7 @@ func TestDispatchAppEngineRelativeURIAndRouting(t *testing.T) {
 			Body:        formats.JSON(),
 		}}, items)
 	})
-	got := byPath(rec.waitFor(t, 2))
+	got := byPath(rec.waitFor(t, b, 2))
 	host := strings.TrimPrefix(rec.URL, "http://")
 
 	fixed := got["/tasks/orders"]
@@ -283,14 +283,14 @@ func TestDispatchNamedTasksDeliverOncePerKeyAcrossRuns(t *testing.T) {
 
 	first := write(keyed("1", "2", "3", "4", "5"))
 	assert.Equal(t, int64(5), first["numRecordsSend"])
-	rec.waitFor(t, 5)
+	rec.waitFor(t, b, 5)
 	b.waitQueueEmpty(t, q)
 
 	// The replay meets the names of tasks that were already delivered; only "6" is new.
 	second := write(keyed("1", "2", "3", "4", "5", "6"))
 	assert.Equal(t, int64(6), second["numRecordsSend"], "a deduplicated task counts as sent")
 	assert.Equal(t, int64(5), second["tasksDeduplicated"])
-	rec.waitFor(t, 6)
+	rec.waitFor(t, b, 6)
 	b.waitQueueEmpty(t, q) // nothing else can still arrive
 
 	perTask := map[string][]string{}

@@ -274,8 +274,12 @@ func Run(ctx context.Context, opts Options) (Summary, error) {
 		srv.SetLatency(opts.CreateLatency)
 	}
 	creates := &span{}
-	// The hook sees every valid create; it never rejects one, it only notes the time.
-	srv.SetRejectFunc(func(*cloudtaskspb.CreateTaskRequest) error { creates.mark(time.Now()); return nil })
+	// The observer sees every create as it is answered, and changes none.
+	srv.Observe("CreateTask", func(c cloudtaskstest.Call) {
+		if c.Err == nil {
+			creates.mark(c.End)
+		}
+	})
 
 	queue, err := createQueue(ctx, srv, opts.Rate)
 	if err != nil {
@@ -356,26 +360,22 @@ func createQueue(ctx context.Context, srv *cloudtaskstest.Server, rate float64) 
 	return q, nil
 }
 
-// waitDelivered polls the server until every created task has been delivered (or given up),
-// or the limit passes, or ctx ends.
+// waitDelivered waits until the server has dispatched every due task (Server.Wait), for at
+// most limit, and checks that each created task was delivered (or given up).
 func waitDelivered(ctx context.Context, srv *cloudtaskstest.Server, created int, limit time.Duration) error {
-	deadline := time.NewTimer(limit)
-	defer deadline.Stop()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		st := srv.Stats()
-		if st.TasksSucceeded+st.TasksExhausted >= created {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("quickstart: stopped with %d of %d tasks delivered: %w", st.TasksSucceeded, created, ctx.Err())
-		case <-deadline.C:
-			return fmt.Errorf("quickstart: only %d of %d tasks delivered after %v", st.TasksSucceeded, created, limit)
-		case <-tick.C:
-		}
+	wctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	err := srv.Wait(wctx)
+	st := srv.Stats()
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("quickstart: stopped with %d of %d tasks delivered: %w", st.TasksSucceeded, created, ctx.Err())
+	case err != nil:
+		return fmt.Errorf("quickstart: only %d of %d tasks delivered after %v", st.TasksSucceeded, created, limit)
+	case st.TasksSucceeded+st.TasksExhausted < created:
+		return fmt.Errorf("quickstart: %d of %d tasks delivered; the rest wait for a retry", st.TasksSucceeded, created)
 	}
+	return nil
 }
 
 func readMetrics(pr beam.PipelineResult, sum *Summary) {
