@@ -66,7 +66,7 @@ type formOrder struct {
 }
 
 // queueByRegion sends orders of region "eu" to queue q-eu and the rest to q; region "bad" is an
-// error and region "invalid" an invalid queue.
+// error, and regions "invalid" and "invalid-location" invalid queues.
 func queueByRegion(o order) (cloudtasksio.Queue, error) {
 	switch o.Region {
 	case "eu":
@@ -75,6 +75,8 @@ func queueByRegion(o order) (cloudtasksio.Queue, error) {
 		return cloudtasksio.Queue{}, errors.New("no queue for region bad")
 	case "invalid":
 		return cloudtasksio.Queue{Project: "p", Location: "l", Name: "q_invalid"}, nil
+	case "invalid-location":
+		return cloudtasksio.Queue{Project: "p", Location: "us_central1", Name: "q"}, nil
 	}
 	return cloudtasksio.NewQueue("p", "l", "q")
 }

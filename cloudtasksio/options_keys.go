@@ -350,10 +350,11 @@ func (p *optionParser) queue() (Queue, error) {
 		check := []string{"p", "l", "q"}
 		check[i] = values[i]
 		if _, err := NewQueue(check[0], check[1], check[2]); err != nil {
-			why := "must contain no '/' and no whitespace"
-			if part.key == optQueue {
-				why = "must be a queue id: letters, digits and hyphens, at most 100 characters"
-			}
+			why := map[string]string{
+				optProject:  "must be a project id: " + projectRule,
+				optLocation: "must be a location id: " + locationRule,
+				optQueue:    "must be a queue id: " + queueIDRule + " characters",
+			}[part.key]
 			return Queue{}, optErr(part.key, "%s", why)
 		}
 	}

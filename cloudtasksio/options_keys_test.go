@@ -201,7 +201,7 @@ func TestConfigFromOptionsErrorsNameTheKey(t *testing.T) {
 		{"missing queue", map[string]string{"project": "p", "location": "l"}, "queue", "required"},
 		{"blank project", map[string]string{"project": " ", "location": "l", "queue": "q"}, "project", "blank"},
 		{"blank queue", map[string]string{"project": "p", "location": "l", "queue": ""}, "queue", "blank"},
-		{"project with slash", map[string]string{"project": "p/x", "location": "l", "queue": "q"}, "project", "no '/'"},
+		{"project with slash", map[string]string{"project": "p/x", "location": "l", "queue": "q"}, "project", "must be a project id"},
 		{"bad queue id", map[string]string{"project": "p", "location": "l", "queue": "orders_eu"}, "queue", "letters, digits and hyphens"},
 		{"unknown key", withQueue(map[string]string{"http.uri": "https://x"}), "http.uri", "http.url"},
 		{"unknown top-level key", withQueue(map[string]string{"connector": "cloud-tasks"}), "connector", "known keys include project"},

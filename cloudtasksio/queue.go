@@ -12,9 +12,16 @@ import (
 // identity. A Queue is plain data; the sink never creates or configures the queue itself.
 type Queue struct{ Project, Location, Name string }
 
-// NewQueue returns the queue projects/<project>/locations/<location>/queues/<name>. Each part
-// must be non-blank, contain no '/' and no whitespace; the name must be a valid queue id
-// (letters, digits and hyphens, at most 100 characters).
+// NewQueue returns the queue projects/<project>/locations/<location>/queues/<name>, checking
+// each part against the rules of Cloud Tasks resource names, so that a malformed queue fails
+// where it is written instead of being answered INVALID_ARGUMENT for every task:
+//   - project: a project id or number of letters, digits and hyphens, or the legacy
+//     domain-scoped form "example.com:my-project" (dot-separated labels of letters, digits and
+//     hyphens, a colon, then the id);
+//   - location: lowercase letters, digits and hyphens, for example "us-central1";
+//   - name: a queue id of letters, digits and hyphens, at most 100 characters.
+//
+// The error names the part at fault.
 func NewQueue(project, location, name string) (Queue, error) {
 	q := Queue{Project: project, Location: location, Name: name}
 	if err := q.validate(); err != nil {
@@ -57,16 +64,56 @@ func (q Queue) validate() error {
 			return fmt.Errorf("cloudtasksio: Queue.%s %q contains whitespace", p.field, p.value)
 		}
 	}
-	if len(q.Name) > 100 || strings.IndexFunc(q.Name, func(r rune) bool { return !isQueueIDRune(r) }) >= 0 {
-		return fmt.Errorf("cloudtasksio: Queue.Name %q is not a queue id (letters, digits and hyphens, at most 100)", q.Name)
+	if !validProject(q.Project) {
+		return fmt.Errorf("cloudtasksio: Queue.Project %q is not a project id (%s)", q.Project, projectRule)
+	}
+	if !allRunes(q.Location, isLocationRune) {
+		return fmt.Errorf("cloudtasksio: Queue.Location %q is not a location id (%s)", q.Location, locationRule)
+	}
+	if len(q.Name) > 100 || !allRunes(q.Name, isQueueIDRune) {
+		return fmt.Errorf("cloudtasksio: Queue.Name %q is not a queue id (%s)", q.Name, queueIDRule)
 	}
 	return nil
+}
+
+// The rules of the three queue parts, as errors and docs state them.
+const (
+	projectRule  = `letters, digits and hyphens, or the legacy domain-scoped form "example.com:my-project"`
+	locationRule = "lowercase letters, digits and hyphens, for example us-central1"
+	queueIDRule  = "letters, digits and hyphens, at most 100"
+)
+
+// validProject accepts a project id (letters, digits, hyphens) optionally preceded by a
+// domain and a colon, the form of projects created under a G Suite domain long ago.
+func validProject(p string) bool {
+	domain, id, scoped := strings.Cut(p, ":")
+	if !scoped {
+		return allRunes(p, isQueueIDRune)
+	}
+	if !allRunes(id, isQueueIDRune) {
+		return false
+	}
+	for _, label := range strings.Split(domain, ".") {
+		if !allRunes(label, isQueueIDRune) {
+			return false
+		}
+	}
+	return true
+}
+
+// allRunes reports whether s is non-empty and every rune of it satisfies ok.
+func allRunes(s string, ok func(rune) bool) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return !ok(r) }) < 0
 }
 
 func isSpace(r rune) bool { return unicode.IsSpace(r) }
 
 func isQueueIDRune(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-'
+}
+
+func isLocationRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-'
 }
 
 // TaskID returns the task id the sink uses for a deduplication key: the lowercase hex SHA-256

@@ -70,3 +70,57 @@ func FuzzParseQueue(f *testing.F) {
 		}
 	})
 }
+
+// queueParts are queue parts the API accepts and parts it rejects, by the rules of its
+// resource names: a project id of letters, digits and hyphens (or the legacy domain-scoped
+// "example.com:my-project"), a location of lowercase letters, digits and hyphens, a queue id
+// of letters, digits and hyphens of at most 100 characters.
+var queueParts = struct {
+	goodProjects, badProjects, goodLocations, badLocations []string
+}{
+	goodProjects:  []string{"my-project", "123456789012", "MyProject", "example.com:my-project", "a.b-c.example:p-1"},
+	badProjects:   []string{"my_project", "my.project", "example.com:", ":my-project", "a:b:c", "exa_mple.com:p", "example..com:p", "p!", "proj\u00e9t"},
+	goodLocations: []string{"us-central1", "asia-northeast1", "l"},
+	badLocations:  []string{"us_central1", "US-CENTRAL1", "us.central1", "us-central1!"},
+}
+
+func TestQueuePartsFollowTheAPIRules(t *testing.T) {
+	for _, p := range queueParts.goodProjects {
+		_, err := NewQueue(p, "l", "q")
+		assert.NoError(t, err, p)
+		_, err = ParseQueue("projects/" + p + "/locations/l/queues/q")
+		assert.NoError(t, err, p)
+	}
+	for _, p := range queueParts.badProjects {
+		_, err := NewQueue(p, "l", "q")
+		assert.ErrorContains(t, err, "Queue.Project", p)
+		_, err = ParseQueue("projects/" + p + "/locations/l/queues/q")
+		assert.ErrorContains(t, err, "Queue.Project", p)
+	}
+	for _, l := range queueParts.goodLocations {
+		_, err := NewQueue("p", l, "q")
+		assert.NoError(t, err, l)
+	}
+	for _, l := range queueParts.badLocations {
+		_, err := NewQueue("p", l, "q")
+		assert.ErrorContains(t, err, "Queue.Location", l)
+		_, err = ParseQueue("projects/p/locations/" + l + "/queues/q")
+		assert.ErrorContains(t, err, "Queue.Location", l)
+	}
+}
+
+func TestConfigQueueAndOptionKeysApplyTheQueueRules(t *testing.T) {
+	target := &HTTPTarget{URL: "https://example.com/"}
+	for _, q := range []Queue{{Project: "my_project", Location: "l", Name: "q"}, {Project: "p", Location: "us_central1", Name: "q"}} {
+		_, err := compile(Config{Queue: q, HTTP: target}, typeOf(eoPlainOrder{}))
+		assert.ErrorContains(t, err, "Config.Queue", q.Path())
+	}
+	for key, value := range map[string]string{"project": "my_project", "location": "us_central1"} {
+		opts := map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/"}
+		opts[key] = value
+		_, err := ConfigFromOptions(opts)
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe, key)
+		assert.Equal(t, key, oe.Key)
+	}
+}
