@@ -7,6 +7,7 @@ require (
 	cloud.google.com/go/cloudtasks v1.21.1
 	cloud.google.com/go/pubsub/v2 v2.9.0
 	github.com/apache/beam/sdks/v2 v2.77.0
+	github.com/coreos/go-oidc/v3 v3.21.0
 	github.com/googleapis/gax-go/v2 v2.27.0
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/stretchr/testify v1.12.1

@@ -6,14 +6,20 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"math/big"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,27 +67,115 @@ type authority struct {
 	mac    []byte
 
 	once   sync.Once
-	key    *rsa.PrivateKey
+	key    *rsa.PrivateKey // set at construction when pinned (WithOIDCKeyFile)
 	kid    string
+	cert   []byte // PEM of a self-signed certificate for key, for /certs
 	keyErr error
 }
 
-func newAuthority(issuer string, now func() time.Time) *authority {
+// newAuthority returns an authority signing with key, or with a key of its
+// own, created on first use, when key is nil.
+func newAuthority(issuer string, now func() time.Time, key *rsa.PrivateKey) *authority {
 	mac := make([]byte, 32)
 	_, _ = rand.Read(mac) // crypto/rand.Read never fails on supported platforms
-	return &authority{issuer: issuer, now: now, mac: mac}
+	return &authority{issuer: issuer, now: now, mac: mac, key: key}
 }
 
-// signer returns the RSA key, created on first use (it takes a moment).
+// signer returns the RSA key, created on first use (it takes a moment) unless
+// it was given. Its key id is derived from the public key, so a pinned key
+// keeps its kid across servers and restarts.
 func (a *authority) signer() (*rsa.PrivateKey, error) {
 	a.once.Do(func() {
-		a.key, a.keyErr = rsa.GenerateKey(rand.Reader, 2048)
-		if a.keyErr == nil {
-			sum := sha256.Sum256(a.key.PublicKey.N.Bytes())
-			a.kid = fmt.Sprintf("%x", sum[:8])
+		if a.key == nil {
+			a.key, a.keyErr = rsa.GenerateKey(rand.Reader, 2048)
+			if a.keyErr != nil {
+				return
+			}
 		}
+		sum := sha256.Sum256(a.key.PublicKey.N.Bytes())
+		a.kid = fmt.Sprintf("%x", sum[:8])
+		a.cert, a.keyErr = selfSigned(a.key, a.now())
 	})
 	return a.key, a.keyErr
+}
+
+// selfSigned makes the certificate /certs publishes for key, the form some
+// OIDC clients (Google's auth libraries among them) fetch keys in.
+func selfSigned(key *rsa.PrivateKey, now time.Time) ([]byte, error) {
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "cloudtaskstest OIDC signing key"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.AddDate(10, 0, 0),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("cloudtaskstest: certificate for the OIDC signing key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), nil
+}
+
+// maxKeyFileSize bounds what loadSigningKey reads: a PEM RSA key of 8192
+// bits is under 7 KB.
+const maxKeyFileSize = 64 << 10
+
+// loadSigningKey reads an RSA private key (PEM, PKCS #1 "RSA PRIVATE KEY" or
+// PKCS #8 "PRIVATE KEY") of at least 2048 bits from a regular file. Its
+// errors name the file, never its contents.
+func loadSigningKey(path string) (*rsa.PrivateKey, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("cloudtaskstest: OIDC signing key file %q: %s", path, why)
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, bad("cannot be read: " + pe.Err.Error())
+		}
+		return nil, bad("cannot be read")
+	case !fi.Mode().IsRegular():
+		return nil, bad("is not a regular file")
+	case fi.Size() > maxKeyFileSize:
+		return nil, bad(fmt.Sprintf("is larger than %d bytes", maxKeyFileSize))
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, bad("cannot be read")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxKeyFileSize+1))
+	if err != nil || len(data) > maxKeyFileSize {
+		return nil, bad("cannot be read whole")
+	}
+	for rest := data; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return nil, bad("holds no PEM \"RSA PRIVATE KEY\" or \"PRIVATE KEY\" block")
+		}
+		var key any
+		switch block.Type {
+		case "RSA PRIVATE KEY":
+			key, err = x509.ParsePKCS1PrivateKey(block.Bytes)
+		case "PRIVATE KEY":
+			key, err = x509.ParsePKCS8PrivateKey(block.Bytes)
+		default:
+			continue // a certificate or parameters beside the key
+		}
+		if err != nil {
+			return nil, bad("its " + block.Type + " block does not parse")
+		}
+		rk, ok := key.(*rsa.PrivateKey)
+		if !ok {
+			return nil, bad(fmt.Sprintf("holds a %T key; RS256 tokens need an RSA key", key))
+		}
+		if rk.N.BitLen() < 2048 {
+			return nil, bad(fmt.Sprintf("holds a %d-bit RSA key; want at least 2048 bits", rk.N.BitLen()))
+		}
+		return rk, nil
+	}
 }
 
 var b64 = base64.RawURLEncoding
@@ -236,9 +330,9 @@ func (a *authority) handler() http.Handler {
 	if u, err := url.Parse(a.issuer); err == nil {
 		prefix = strings.TrimSuffix(u.Path, "/")
 	}
-	discovery, jwks := prefix+"/.well-known/openid-configuration", prefix+"/jwks"
+	discovery, jwks, certs := prefix+"/.well-known/openid-configuration", prefix+"/jwks", prefix+"/certs"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != discovery && r.URL.Path != jwks {
+		if r.URL.Path != discovery && r.URL.Path != jwks && r.URL.Path != certs {
 			http.NotFound(w, r)
 			return
 		}
@@ -261,6 +355,10 @@ func (a *authority) handler() http.Handler {
 		key, err := a.signer()
 		if err != nil {
 			http.Error(w, "no signing key", http.StatusInternalServerError)
+			return
+		}
+		if r.URL.Path == certs {
+			writeJSON(w, map[string]string{a.kid: string(a.cert)})
 			return
 		}
 		writeJSON(w, map[string]any{"keys": []map[string]string{{

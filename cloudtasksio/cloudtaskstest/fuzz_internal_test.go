@@ -31,7 +31,7 @@ func FuzzSplitTaskName(f *testing.F) {
 // re-encoded in more than one way, so the OIDC check compares claims, not
 // strings.)
 func FuzzVerifyTokens(f *testing.F) {
-	a := newAuthority(DefaultOIDCIssuer, time.Now)
+	a := newAuthority(DefaultOIDCIssuer, time.Now, nil)
 	oidc, err := a.oidcToken("sa@p.iam.gserviceaccount.com", "https://x.example")
 	if err != nil {
 		f.Fatal(err)

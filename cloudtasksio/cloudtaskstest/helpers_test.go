@@ -26,10 +26,16 @@ func start(t *testing.T, opts ...cloudtaskstest.Option) (*cloudtaskstest.Server,
 	t.Helper()
 	srv := cloudtaskstest.NewServer(opts...)
 	t.Cleanup(func() { _ = srv.Close() })
+	return srv, newClient(t, srv)
+}
+
+// newClient returns a client of srv, closed when the test ends.
+func newClient(t *testing.T, srv *cloudtaskstest.Server) *cloudtasks.Client {
+	t.Helper()
 	client, err := cloudtasks.NewClient(context.Background(), srv.ClientOptions()...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = client.Close() })
-	return srv, client
+	return client
 }
 
 // fakeClock is a settable clock for WithClock.

@@ -67,6 +67,7 @@ type config struct {
 	anyHost    bool
 	appEngine  string
 	issuer     string
+	keyFile    string
 	log        *slog.Logger
 	hardReset  bool
 	transport  http.RoundTripper
@@ -141,6 +142,18 @@ func WithOIDCIssuer(issuer string) Option {
 			c.issuer = issuer
 		}
 	}
+}
+
+// WithOIDCKeyFile makes the server sign OIDC tokens with the RSA private key
+// (at least 2048 bits) in the PEM file at path, PKCS #1 ("RSA PRIVATE KEY")
+// or PKCS #8 ("PRIVATE KEY"), instead of a key of its own. A service that
+// verifies tokens can then pin the public key, and every server started with
+// the file signs alike (same key id). The file is read when the server is
+// built: NewServerWithAddress reports a missing, oversized or unusable file
+// (naming the file, never its contents), and NewServer panics with that
+// error.
+func WithOIDCKeyFile(path string) Option {
+	return func(c *config) { c.keyFile = path }
 }
 
 // WithLogger makes the server log queue creations and one line per dispatch
@@ -256,11 +269,19 @@ func newBackend(opts ...Option) (*Server, error) {
 		}
 		aeURL = u
 	}
+	var key *rsa.PrivateKey
+	if cfg.keyFile != "" {
+		k, err := loadSigningKey(cfg.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+	}
 	s := &Server{
 		cfg:    cfg,
 		fault:  newFaults(),
 		counts: &counters{},
-		auth:   newAuthority(cfg.issuer, cfg.now),
+		auth:   newAuthority(cfg.issuer, cfg.now, key),
 		served: make(chan struct{}),
 	}
 	s.store = newStore(storeConfig{now: cfg.now, log: cfg.log, hardReset: cfg.hardReset, changed: s.changed})
@@ -358,8 +379,8 @@ func (s *Server) Close() error {
 }
 
 // OIDCPublicKey returns the public half of the key that signs the OIDC
-// tokens (RS256) of this server's dispatches. The key is created on first
-// use and lives as long as the Server.
+// tokens (RS256) of this server's dispatches: the key of WithOIDCKeyFile, or
+// else one created on first use that lives as long as the Server.
 func (s *Server) OIDCPublicKey() *rsa.PublicKey {
 	key, err := s.auth.signer()
 	if err != nil {
@@ -387,10 +408,13 @@ func (s *Server) VerifyOAuthToken(token string) (*OAuthGrant, error) {
 }
 
 // OpenIDHandler serves this server's OpenID discovery document at
-// <issuer path>/.well-known/openid-configuration and its signing keys (JWKS)
-// at <issuer path>/jwks, for handlers that verify tokens the way they would
-// against Google. Serve it on the host and port of the issuer URL
-// (WithOIDCIssuer).
+// <issuer path>/.well-known/openid-configuration, its signing key as a JWKS
+// at <issuer path>/jwks, and the same key as a self-signed PEM certificate
+// keyed by key id at <issuer path>/certs (the form of Google's v1 certs
+// endpoint, which some auth libraries fetch), for handlers that verify
+// tokens the way they would against Google. Serve it on the host and port of
+// the issuer URL (WithOIDCIssuer); a standard OIDC client such as
+// github.com/coreos/go-oidc then verifies the tokens through discovery.
 func (s *Server) OpenIDHandler() http.Handler {
 	return s.auth.handler()
 }

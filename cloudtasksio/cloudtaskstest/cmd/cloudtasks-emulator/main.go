@@ -6,18 +6,23 @@
 //	go run ./cloudtasksio/cloudtaskstest/cmd/cloudtasks-emulator \
 //	    -port 8123 -queue projects/dev/locations/here/queues/orders
 //
-// Its flags are those of the community emulator (github.com/aertje/cloud-tasks-emulator),
-// so it can stand in for it:
+// It stands in for the community emulator (github.com/aertje/cloud-tasks-emulator):
+// it takes the same flags
 //
 //	-host                       address to listen on (default 127.0.0.1)
 //	-port                       port to listen on (default 8123; 0 picks a free one)
 //	-queue, -initial-queue      a queue to create at start, repeatable
-//	-openid-issuer              iss of the OIDC tokens; also serves the OpenID
-//	                            discovery document and keys on that URL's port
+//	-openid-issuer              iss of the OIDC tokens (default http://cloud-tasks-emulator);
+//	                            also serves the OpenID discovery document, /jwks
+//	                            and /certs on that URL's port
 //	-hard-reset-on-purge-queue  PurgeQueue forgets the purged task names
 //
-// and two of its own:
+// the same environment variables (HOST, PORT, INITIAL_QUEUES as a comma
+// separated list, OPENID_ISSUER, HARD_RESET_ON_PURGE_QUEUE or
+// HARD_RESET_ON_PURGE; a flag on the command line wins over its variable),
+// and three flags of its own:
 //
+//	-oidc-key-file              PEM file of the RSA key that signs OIDC tokens (env OIDC_KEY_FILE)
 //	-loopback-only              dispatch only to loopback targets
 //	-log-level                  debug, info (default), warn or error
 //
@@ -25,8 +30,10 @@
 // http://localhost:8080) plus their relative URI, with the routing in the
 // Host header; without it they are stored but not dispatched.
 //
-// It logs one line per queue created and per dispatch attempt, and stops on
-// SIGINT or SIGTERM.
+// It prints "cloudtasks-emulator listening on HOST:PORT" on stdout once it
+// serves, logs one line per queue created and per dispatch attempt on
+// stderr, and exits with status 0 on SIGINT or SIGTERM, 2 on a bad flag or
+// variable. The Dockerfile beside this file builds it into an image.
 package main
 
 import (
@@ -52,7 +59,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stderr)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
@@ -87,19 +94,55 @@ type queueFlags []string
 func (q *queueFlags) String() string     { return strings.Join(*q, ",") }
 func (q *queueFlags) Set(v string) error { *q = append(*q, v); return nil }
 
-// run starts the emulator and serves until ctx is done. Logs go to logOut.
-func run(ctx context.Context, args []string, getenv func(string) string, logOut io.Writer) error {
+// communityIssuer is the iss of the community emulator's tokens when no
+// -openid-issuer is given; this emulator uses it too, so handlers that check
+// it keep working after the switch.
+const communityIssuer = "http://cloud-tasks-emulator"
+
+// envFlags are the community emulator's environment variables (read by its
+// container's start script), each standing for a flag. A variable sets the
+// flag's default; the command line still wins. INITIAL_QUEUES is a comma
+// separated list of queues.
+var envFlags = []struct{ env, flag string }{
+	{"HOST", "host"},
+	{"PORT", "port"},
+	{"INITIAL_QUEUES", "queue"},
+	{"OPENID_ISSUER", "openid-issuer"},
+	{"HARD_RESET_ON_PURGE_QUEUE", "hard-reset-on-purge-queue"},
+	{"HARD_RESET_ON_PURGE", "hard-reset-on-purge-queue"}, // the spelling in that emulator's README
+	{"OIDC_KEY_FILE", "oidc-key-file"},
+}
+
+// run starts the emulator and serves until ctx is done. The line giving the
+// address it listens on goes to out; logs go to logOut.
+func run(ctx context.Context, args []string, getenv func(string) string, out, logOut io.Writer) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
 	fs.SetOutput(logOut)
-	host := fs.String("host", "127.0.0.1", "address to listen on")
-	port := fs.Int("port", 8123, "port to listen on (0 picks a free one)")
+	host := fs.String("host", "127.0.0.1", "address to listen on (env HOST)")
+	port := fs.Int("port", 8123, "port to listen on, 0 picks a free one (env PORT)")
 	var queues queueFlags
-	fs.Var(&queues, "queue", "queue to create at start, as projects/P/locations/L/queues/Q (repeatable)")
+	fs.Var(&queues, "queue", "queue to create at start, as projects/P/locations/L/queues/Q; repeatable (env INITIAL_QUEUES, comma separated)")
 	fs.Var(&queues, "initial-queue", "same as -queue")
-	issuer := fs.String("openid-issuer", "", "iss claim of OIDC tokens; when set, the OpenID discovery document and keys are served on this URL's port")
-	hardReset := fs.Bool("hard-reset-on-purge-queue", false, "PurgeQueue forgets the purged task names instead of keeping them taken for an hour")
+	issuer := fs.String("openid-issuer", "", "iss claim of OIDC tokens (default "+communityIssuer+"); when set, the OpenID discovery document and keys are served on this URL's port (env OPENID_ISSUER)")
+	keyFile := fs.String("oidc-key-file", "", "PEM file of the RSA key that signs OIDC tokens; default: a new key at each start (env OIDC_KEY_FILE)")
+	hardReset := fs.Bool("hard-reset-on-purge-queue", false, "PurgeQueue forgets the purged task names instead of keeping them taken for an hour (env HARD_RESET_ON_PURGE_QUEUE)")
 	loopbackOnly := fs.Bool("loopback-only", false, "dispatch only to loopback targets")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	for _, ef := range envFlags {
+		v := strings.TrimSpace(getenv(ef.env))
+		if v == "" {
+			continue
+		}
+		vals := []string{v}
+		if ef.flag == "queue" {
+			vals = strings.Split(v, ",")
+		}
+		for _, one := range vals {
+			if err := fs.Set(ef.flag, strings.TrimSpace(one)); err != nil {
+				return usagef("environment variable %s: %v", ef.env, err)
+			}
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -119,7 +162,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 
-	opts := []cloudtaskstest.Option{cloudtaskstest.WithLogger(log)}
+	opts := []cloudtaskstest.Option{cloudtaskstest.WithLogger(log), cloudtaskstest.WithOIDCIssuer(communityIssuer)}
+	if *keyFile != "" {
+		opts = append(opts, cloudtaskstest.WithOIDCKeyFile(*keyFile))
+	}
 	if !*loopbackOnly {
 		opts = append(opts, cloudtaskstest.WithDispatchToAnyHost())
 	}
@@ -143,6 +189,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 
 	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(*host, strconv.Itoa(*port)), opts...)
 	if err != nil {
+		if *keyFile != "" && strings.Contains(err.Error(), "OIDC signing key file") {
+			return usagef("-oidc-key-file: %v", err)
+		}
 		return err
 	}
 	defer srv.Close()
@@ -164,6 +213,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, logOut 
 	}
 
 	log.Info("listening", "addr", srv.Addr, "queues", len(queues))
+	// Whatever the log level, say where to connect: with -port 0 nothing
+	// else tells.
+	fmt.Fprintf(out, "cloudtasks-emulator listening on %s\n", srv.Addr)
 	<-ctx.Done()
 	log.Info("shutting down")
 	return nil

@@ -4,8 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -16,11 +20,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
@@ -97,7 +103,7 @@ func startRun(t *testing.T, env map[string]string, args ...string) (string, *log
 	logs := newLogLines(pr)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, func(k string) string { return env[k] }, pw) }()
+	go func() { done <- run(ctx, args, func(k string) string { return env[k] }, pw, pw) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
@@ -232,6 +238,139 @@ func getJSON(t *testing.T, url string, v any) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 }
 
+// freeIssuer returns an http issuer URL on a loopback port that was free a
+// moment ago.
+func freeIssuer(t *testing.T, path string) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer lis.Close()
+	return "http://" + lis.Addr().String() + path
+}
+
+// oidcTask creates an HTTP task with an OIDC token for audience on the
+// emulator at addr and returns the bearer token its dispatch carried.
+func oidcTask(t *testing.T, addr, audience string) string {
+	t.Helper()
+	client := dial(t, addr)
+	ts, got := recordingTarget(t)
+	_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+			Url: ts.URL, AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+				ServiceAccountEmail: "sa@dev.iam.gserviceaccount.com", Audience: audience}},
+		}},
+	}})
+	require.NoError(t, err)
+	authz := receive(t, got).Header.Get("Authorization")
+	require.True(t, strings.HasPrefix(authz, "Bearer "), "Authorization %q", authz)
+	return strings.TrimPrefix(authz, "Bearer ")
+}
+
+func TestEmulatorTokensVerifyWithGoOIDCAgainstItsDiscovery(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "oidc.key")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
+	issuer := freeIssuer(t, "")
+	addr, _ := startRun(t, nil, "-port", "0", "-queue", queue, "-openid-issuer", issuer, "-oidc-key-file", keyFile)
+
+	ctx := context.Background()
+	provider, err := oidc.NewProvider(ctx, issuer)
+	require.NoError(t, err)
+	idt, err := provider.Verifier(&oidc.Config{ClientID: "https://handler.example.com"}).Verify(ctx, oidcTask(t, addr, "https://handler.example.com"))
+	require.NoError(t, err)
+	var claims struct{ Email string }
+	require.NoError(t, idt.Claims(&claims))
+	assert.Equal(t, "sa@dev.iam.gserviceaccount.com", claims.Email)
+
+	var jwks struct{ Keys []struct{ N string } }
+	getJSON(t, issuer+"/jwks", &jwks)
+	require.Len(t, jwks.Keys, 1)
+	assert.Equal(t, base64.RawURLEncoding.EncodeToString(key.PublicKey.N.Bytes()), jwks.Keys[0].N, "the JWKS publishes the pinned key")
+	var certs map[string]string
+	getJSON(t, issuer+"/certs", &certs)
+	assert.Len(t, certs, 1, "the community emulator's /certs endpoint is served too")
+}
+
+func TestEmulatorDefaultIssuerIsTheCommunityEmulators(t *testing.T) {
+	addr, _ := startRun(t, nil, "-port", "0", "-queue", queue)
+	parts := strings.Split(oidcTask(t, addr, ""), ".")
+	require.Len(t, parts, 3)
+	assert.Contains(t, decodeSegment(t, parts[1]), `"iss":"http://cloud-tasks-emulator"`)
+}
+
+func TestEmulatorReadsTheCommunityEnvironmentVariables(t *testing.T) {
+	issuer := freeIssuer(t, "")
+	env := map[string]string{
+		"HOST": "127.0.0.1", "PORT": "1", // -port 0 below wins over PORT
+		"INITIAL_QUEUES":      queue + "," + queue + "-2",
+		"OPENID_ISSUER":       issuer,
+		"HARD_RESET_ON_PURGE": "true",
+	}
+	addr, logs := startRun(t, env, "-port", "0", "-queue", queue+"-3")
+	client := dial(t, addr)
+	for _, q := range []string{queue, queue + "-2", queue + "-3"} {
+		_, err := client.GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: q})
+		require.NoError(t, err, q)
+	}
+	logs.wait(t, regexp.MustCompile(`msg="serving OpenID discovery" issuer=`+regexp.QuoteMeta(issuer)))
+	var disco map[string]any
+	getJSON(t, issuer+"/.well-known/openid-configuration", &disco)
+	assert.Equal(t, issuer, disco["issuer"])
+
+	// HARD_RESET_ON_PURGE: a purged name is free again at once.
+	task := &cloudtaskspb.Task{Name: queue + "/tasks/again", MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "http://127.0.0.1:1/"}}}
+	require.NoError(t, pauseAndCreate(client, task))
+	_, err := client.PurgeQueue(context.Background(), &cloudtaskspb.PurgeQueueRequest{Name: queue})
+	require.NoError(t, err)
+	_, err = client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
+	require.NoError(t, err)
+}
+
+func pauseAndCreate(client *cloudtasks.Client, task *cloudtaskspb.Task) error {
+	if _, err := client.PauseQueue(context.Background(), &cloudtaskspb.PauseQueueRequest{Name: queue}); err != nil {
+		return err
+	}
+	_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: task})
+	return err
+}
+
+func TestEmulatorPrintsItsAddressWhateverTheLogLevel(t *testing.T) {
+	pr, pw := io.Pipe()
+	lines := newLogLines(pr)
+	var logs syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-port", "0", "-queue", queue, "-log-level", "error"}, func(string) string { return "" }, pw, &logs)
+	}()
+	addr := lines.wait(t, regexp.MustCompile(`^cloudtasks-emulator listening on (\S+)$`))
+	_, err := dial(t, addr).GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: queue})
+	require.NoError(t, err)
+	cancel()
+	require.NoError(t, <-done)
+	_ = pw.Close()
+	assert.Empty(t, logs.String(), "nothing logged below the error level")
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func decodeSegment(t *testing.T, s string) string {
 	t.Helper()
 	b, err := base64.RawURLEncoding.DecodeString(s)
@@ -243,18 +382,22 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 	cases := map[string]struct {
 		args []string
 		want string // the error or the usage output names the flag or argument at fault
+		env  map[string]string
 	}{
-		"unknown flag":      {[]string{"-nope"}, "-nope"},
-		"bad queue":         {[]string{"-port", "0", "-queue", "projects/p/queues/q"}, "-queue"},
-		"bad log level":     {[]string{"-log-level", "loud"}, "-log-level"},
-		"bad issuer":        {[]string{"-openid-issuer", "localhost"}, "-openid-issuer"},
-		"issuer query":      {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/?tenant=a"}, "-openid-issuer"},
-		"issuer fragment":   {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/#a"}, "-openid-issuer"},
-		"issuer port 0":     {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0"}, "-openid-issuer"},
-		"issuer user info":  {[]string{"-port", "0", "-openid-issuer", "http://u:p@127.0.0.1:8980"}, "-openid-issuer"},
-		"issuer bad escape": {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/%zz"}, "-openid-issuer"},
-		"port too large":    {[]string{"-port", "70000"}, "-port"},
-		"stray argument":    {[]string{"-port", "0", "extra"}, `"extra"`},
+		"bad PORT":          {nil, "PORT", map[string]string{"PORT": "eighty"}},
+		"bad HARD_RESET":    {nil, "HARD_RESET_ON_PURGE", map[string]string{"HARD_RESET_ON_PURGE": "sometimes"}},
+		"bad key file":      {[]string{"-port", "0", "-oidc-key-file", "/nonexistent/oidc.key"}, "-oidc-key-file", nil},
+		"unknown flag":      {[]string{"-nope"}, "-nope", nil},
+		"bad queue":         {[]string{"-port", "0", "-queue", "projects/p/queues/q"}, "-queue", nil},
+		"bad log level":     {[]string{"-log-level", "loud"}, "-log-level", nil},
+		"bad issuer":        {[]string{"-openid-issuer", "localhost"}, "-openid-issuer", nil},
+		"issuer query":      {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/?tenant=a"}, "-openid-issuer", nil},
+		"issuer fragment":   {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/#a"}, "-openid-issuer", nil},
+		"issuer port 0":     {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0"}, "-openid-issuer", nil},
+		"issuer user info":  {[]string{"-port", "0", "-openid-issuer", "http://u:p@127.0.0.1:8980"}, "-openid-issuer", nil},
+		"issuer bad escape": {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/%zz"}, "-openid-issuer", nil},
+		"port too large":    {[]string{"-port", "70000"}, "-port", nil},
+		"stray argument":    {[]string{"-port", "0", "extra"}, `"extra"`, nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -262,7 +405,7 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 			// Cancelled: a flag wrongly accepted returns nil at once.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			err := run(ctx, tc.args, func(string) string { return "" }, &out)
+			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, errUsage, "a bad flag is a usage error (exit status 2)")
 			assert.Contains(t, err.Error()+"\n"+out.String(), tc.want)
@@ -318,4 +461,34 @@ func TestBuiltEmulatorBinary(t *testing.T) {
 	assert.Equal(t, "PUT", r.Method)
 	assert.Equal(t, "first", r.Header.Get("X-CloudTasks-TaskName"))
 	logs.wait(t, regexp.MustCompile(`msg=dispatch queue=orders task=first`))
+
+	t.Run("SIGTERM", func(t *testing.T) {
+		// As a container runtime stops it: the address on stdout, a clean
+		// exit (status 0) on SIGTERM, and the port free afterwards.
+		cmd := exec.Command(bin, "-port", "0", "-queue", queue)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		stderr, err := cmd.StderrPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		logs := newLogLines(stderr)
+		addr := newLogLines(stdout).wait(t, regexp.MustCompile(`^cloudtasks-emulator listening on (\S+)$`))
+		_, err = dial(t, addr).GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: queue})
+		require.NoError(t, err)
+
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		select {
+		case err := <-exited:
+			require.NoError(t, err, "exit status 0 on SIGTERM")
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Fatal("did not stop on SIGTERM")
+		}
+		logs.wait(t, regexp.MustCompile(`msg="shutting down"`))
+		lis, err := net.Listen("tcp", addr)
+		require.NoError(t, err, "the port is released")
+		_ = lis.Close()
+	})
 }
