@@ -132,7 +132,7 @@ type dispatcher struct {
 	appEngine *url.URL // nil: App Engine tasks are kept, not sent
 	anyHost   bool
 	auth      *authority
-	finished  func()
+	changed   func()
 
 	wake   chan struct{}
 	ctx    context.Context
@@ -148,7 +148,7 @@ type dispatchConfig struct {
 	anyHost   bool
 	log       *slog.Logger
 	auth      *authority
-	finished  func() // called after each attempt's outcome is recorded; nil: nothing
+	changed   func() // called when an attempt starts and once its outcome is recorded; nil: nothing
 }
 
 func newDispatcher(st *store, stats *counters, cfg dispatchConfig) *dispatcher {
@@ -156,8 +156,8 @@ func newDispatcher(st *store, stats *counters, cfg dispatchConfig) *dispatcher {
 	if tr == nil {
 		tr = &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: false}
 	}
-	if cfg.finished == nil {
-		cfg.finished = func() {}
+	if cfg.changed == nil {
+		cfg.changed = func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &dispatcher{
@@ -173,7 +173,7 @@ func newDispatcher(st *store, stats *counters, cfg dispatchConfig) *dispatcher {
 		appEngine: cfg.appEngine,
 		anyHost:   cfg.anyHost,
 		auth:      cfg.auth,
-		finished:  cfg.finished,
+		changed:   cfg.changed,
 		wake:      make(chan struct{}, 1),
 		ctx:       ctx,
 		cancel:    cancel,
@@ -321,6 +321,7 @@ func (d *dispatcher) begin(qs *queueState, e *taskEntry, now time.Time) {
 	t.LastAttempt = &cloudtaskspb.Attempt{ScheduleTime: t.GetScheduleTime(), DispatchTime: ts}
 	out := d.outgoing(qs, e)
 	d.stats.dispatchStarted()
+	d.changed()
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
@@ -379,7 +380,7 @@ func (d *dispatcher) finish(qs *queueState, e *taskEntry, out *outgoing, res res
 	}
 	d.log.Info("dispatch", attrs...)
 	d.poke()
-	d.finished()
+	d.changed()
 }
 
 // busy reports whether the dispatcher has work now: an attempt in flight,

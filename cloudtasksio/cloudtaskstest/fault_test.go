@@ -262,3 +262,25 @@ func TestNewServerWithAddressReportsListenErrors(t *testing.T) {
 	_, err = cloudtaskstest.NewServerWithAddress("not-an-address")
 	require.Error(t, err)
 }
+
+func TestWaitUntilSeesCreatesBeingServed(t *testing.T) {
+	srv, client := start(t, cloudtaskstest.WithoutDispatch())
+	_, err := srv.CreateQueue(queueA)
+	require.NoError(t, err)
+	srv.SetLatency(time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			_, _ = client.CreateTask(ctx, &cloudtaskspb.CreateTaskRequest{Parent: queueA, Task: httpTask("http://127.0.0.1:1/x", nil)})
+		})
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer wcancel()
+	require.NoError(t, srv.WaitUntil(wctx, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == 3 }))
+	cancel() // the clients give up; the server's calls end with them
+	wg.Wait()
+	require.NoError(t, srv.Wait(wctx), "idle once the cancelled calls have ended")
+	assert.Equal(t, 0, srv.Stats().CreateTaskInFlight)
+	assert.Empty(t, srv.Tasks(queueA))
+}

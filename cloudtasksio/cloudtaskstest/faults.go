@@ -282,6 +282,7 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	create := method == "CreateTask"
 	start := s.cfg.now()
 	s.counts.callStarted(create)
+	s.idle.signal() // for WaitUntil
 	var o callOutcome
 	defer func() {
 		s.counts.callEnded(create, o)

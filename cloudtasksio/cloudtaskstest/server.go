@@ -292,7 +292,7 @@ func newBackend(opts ...Option) (*Server, error) {
 			anyHost:   cfg.anyHost,
 			log:       cfg.log,
 			auth:      s.auth,
-			finished:  s.idle.signal,
+			changed:   s.idle.signal,
 		})
 	}
 	return s, nil
@@ -323,9 +323,29 @@ func (s *Server) changed() {
 //	defer cancel()
 //	if err := srv.Wait(ctx); err != nil { t.Fatal(err) }
 func (s *Server) Wait(ctx context.Context) error {
+	return s.waitFor(ctx, func() bool { return s.counts.callsInFlight() == 0 && (s.disp == nil || !s.disp.busy()) })
+}
+
+// WaitUntil blocks until cond holds for the server's Stats. It checks cond
+// at once and again after every change the counters can show (a call
+// arriving or answered, a dispatch attempt starting or ending), never by
+// polling. It returns nil once cond is true, or ctx.Err() if ctx ends
+// first. Use it for what Wait does not cover, such as "n creates are being
+// served now":
+//
+//	err := srv.WaitUntil(ctx, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == n })
+//
+// cond runs on the caller's goroutine and must not call the Server.
+func (s *Server) WaitUntil(ctx context.Context, cond func(Stats) bool) error {
+	return s.waitFor(ctx, func() bool { return cond(s.counts.snapshot()) })
+}
+
+// waitFor returns when done reports true, checking it after every signal of
+// s.idle, or ctx.Err().
+func (s *Server) waitFor(ctx context.Context, done func() bool) error {
 	for {
 		woken := s.idle.next() // taken before the check, so no change is missed
-		if s.counts.callsInFlight() == 0 && (s.disp == nil || !s.disp.busy()) {
+		if done() {
 			return nil
 		}
 		select {

@@ -133,3 +133,22 @@ func TestWaitWithoutDispatchWaitsOnlyForCalls(t *testing.T) {
 		assert.Len(t, s.Tasks(testQueue), 1)
 	})
 }
+
+func TestWaitUntilSeesAttemptsInFlightWithoutPolling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		target := &fakeTarget{latency: 10 * time.Second}
+		s := startBackend(t, target)
+		mustQueue(t, s, &cloudtaskspb.Queue{RateLimits: &cloudtaskspb.RateLimits{MaxDispatchesPerSecond: 1, MaxConcurrentDispatches: 3}})
+		for range 5 {
+			mustTask(t, s, postTask("x"))
+		}
+		start := time.Now()
+		require.NoError(t, s.WaitUntil(context.Background(), func(st Stats) bool { return st.DispatchesInFlight == 3 }))
+		assert.Equal(t, 2*time.Second, time.Since(start), "the third attempt starts at 2s (1/s, burst 1)")
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := s.WaitUntil(ctx, func(st Stats) bool { return st.DispatchesInFlight > 3 })
+		require.ErrorIs(t, err, context.DeadlineExceeded, "never more than max_concurrent_dispatches")
+	})
+}
