@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
@@ -129,10 +130,24 @@ func TestFlinkNamedTasksUnderTransientFaultsAreCreatedOncePerKey(t *testing.T) {
 	assert.Equal(t, int64(20+lost), counters["errorClass.UNAVAILABLE.errors"], "scripted and lost-response UNAVAILABLE answers")
 }
 
-// permissionDeniedWindow scripts ok successful creates followed by denied PERMISSION_DENIED
-// answers: the bundle that meets one fails (PERMISSION_DENIED is terminal for the sink) and
-// Flink's restart strategy (.ci/engines configures fixed-delay restarts) runs the work again.
-func permissionDeniedWindow(ct *cloudTasks, ok, denied int) {
+// replayRun is what a run through a PERMISSION_DENIED window left behind.
+type replayRun struct {
+	ct       *cloudTasks
+	rcv      *receiver
+	stats    cloudtaskstest.Stats // the server's, once the job ended
+	replayed int                  // orders the generator emitted beyond the n of the input
+}
+
+// runThroughDeniedWindow writes n orders, made by toElem (orderOf or namedOrderOf), to a
+// server that serves 1,500 creates and then answers PERMISSION_DENIED three times. The bundle
+// that meets one fails (PERMISSION_DENIED is terminal for the sink), and Flink's restart
+// strategy (.ci/engines configures fixed-delay restarts) runs the failed work again; the job
+// must then succeed.
+func runThroughDeniedWindow(t *testing.T, n int, toElem any) replayRun {
+	t.Helper()
+	const ok, denied = 1500, 3
+	flink := flinkEngine(t)
+	r := replayRun{ct: newCloudTasks(t), rcv: newReceiver(t)}
 	script := make([]codes.Code, 0, ok+denied)
 	for range ok {
 		script = append(script, codes.OK)
@@ -140,51 +155,36 @@ func permissionDeniedWindow(ct *cloudTasks, ok, denied int) {
 	for range denied {
 		script = append(script, codes.PermissionDenied)
 	}
-	ct.InjectErrors("CreateTask", script...)
+	r.ct.InjectErrors("CreateTask", script...)
+
+	p, s := beam.NewPipelineWithRoot()
+	elems := beam.ParDo(s, toElem, generate(s, t.Name(), n, shards))
+	cloudtasksio.Write(s, r.ct.httpConfig(r.rcv.URL+"/orders"), elems)
+	flink.mustRun(t, p)
+
+	r.stats = r.ct.Stats()
+	r.replayed = int(emittedBy(t.Name())) - n
+	t.Logf("the generator emitted %d orders for %d (%d replayed); server: %+v", int(emittedBy(t.Name())), n, r.replayed, r.stats)
+	assert.Equal(t, denied, r.stats.InjectedErrors, "the whole PERMISSION_DENIED window was met")
+	assert.Positive(t, r.replayed, "Flink re-ran the failed work")
+	r.ct.waitDrained(t)
+	return r
 }
 
 func TestFlinkFailedBundleIsReplayedAndEveryNamedKeyIsCreatedOnce(t *testing.T) {
-	flink := flinkEngine(t)
-	const n, ok, denied = 5000, 1500, 3
-	ct := newCloudTasks(t)
-	rcv := newReceiver(t)
-	permissionDeniedWindow(ct, ok, denied)
-
-	p, s := beam.NewPipelineWithRoot()
-	orders := beam.ParDo(s, namedOrderOf, generate(s, t.Name(), n, shards))
-	cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
-	flink.mustRun(t, p)
-
-	st := ct.Stats()
-	replayed := emittedBy(t.Name()) - n
-	t.Logf("generator emitted %d orders for %d (%d replayed); server: %+v", emittedBy(t.Name()), n, replayed, st)
-	assert.Equal(t, denied, st.InjectedErrors, "the whole PERMISSION_DENIED window was met")
-	assert.Positive(t, replayed, "Flink re-ran the failed work")
+	const n = 5000
+	r := runThroughDeniedWindow(t, n, namedOrderOf)
+	st := r.stats
 	assert.Equal(t, n, st.TasksCreated, "every key was stored once, attempts and replays together")
 	assert.Equal(t, st.CreateTaskCalls-st.InjectedErrors-n, st.AlreadyExists,
 		"every other create call was a replayed key that the queue already held")
-	ct.waitDrained(t)
-	assertEachOnce(t, rcv, n)
+	assertEachOnce(t, r.rcv, n)
 }
 
 func TestFlinkFailedBundleIsReplayedAndUnnamedOrdersArriveAtLeastOnce(t *testing.T) {
-	flink := flinkEngine(t)
-	const n, ok, denied = 5000, 1500, 3
-	ct := newCloudTasks(t)
-	rcv := newReceiver(t)
-	permissionDeniedWindow(ct, ok, denied)
-
-	p, s := beam.NewPipelineWithRoot()
-	orders := beam.ParDo(s, orderOf, generate(s, t.Name(), n, shards))
-	cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
-	flink.mustRun(t, p)
-
-	st := ct.Stats()
-	replayed := int(emittedBy(t.Name())) - n
-	assert.Equal(t, denied, st.InjectedErrors)
-	assert.Positive(t, replayed, "Flink re-ran the failed work")
-	ct.waitDrained(t)
-	byID, _, total, bad := rcv.counts()
+	const n = 5000
+	r := runThroughDeniedWindow(t, n, orderOf)
+	byID, _, total, bad := r.rcv.counts()
 	require.Empty(t, bad)
 	for seq := range n {
 		if !assert.Positive(t, byID[orderID(seq)], "order %d delivered at least once", seq) {
@@ -196,10 +196,10 @@ func TestFlinkFailedBundleIsReplayedAndUnnamedOrdersArriveAtLeastOnce(t *testing
 	// duplicates are exactly the stored tasks beyond one per order, and they come only from
 	// the replayed orders.
 	duplicates := total - n
-	t.Logf("%d orders, %d replayed by the restart, %d delivered twice or more (server: %+v)", n, replayed, duplicates, st)
-	assert.Equal(t, st.TasksCreated, total, "every stored task was delivered once")
-	assert.Equal(t, st.TasksCreated-n, duplicates)
-	assert.LessOrEqual(t, duplicates, replayed, "only a replayed order can be duplicated")
+	t.Logf("%d orders, %d replayed by the restart, %d extra deliveries", n, r.replayed, duplicates)
+	assert.Equal(t, r.stats.TasksCreated, total, "every stored task was delivered once")
+	assert.Equal(t, r.stats.TasksCreated-n, duplicates)
+	assert.LessOrEqual(t, duplicates, r.replayed, "only a replayed order can be duplicated")
 }
 
 func TestFlinkExactlyOnceCreatesEveryOrderOnce(t *testing.T) {

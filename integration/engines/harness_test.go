@@ -302,8 +302,7 @@ func (f *shardRangeFn) ProcessElement(shard int, emit func(int)) {
 // generate returns the sequence numbers [0, n) as a PCollection<int>, made on the workers:
 // an impulse becomes shards, a Reshuffle spreads the shards over the engine's workers, and
 // each shard is expanded there. The writer downstream therefore gets the bundles the engine
-// cuts (Flink ends a bundle after 1000 elements by default), not one Create. runID names the
-// run for emittedBy.
+// cuts from its shards, not one Create. runID names the run for emittedBy.
 func generate(s beam.Scope, runID string, n, shards int) beam.PCollection {
 	s = s.Scope("engines.generate")
 	seeds := beam.ParDo(s, &shardsFn{Shards: shards}, beam.Impulse(s))
