@@ -1,6 +1,8 @@
 package deadletter
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -86,4 +88,37 @@ func newMessage(fe FailedElement, et mtime.Time, worker, bundle string) *pubsub.
 		}
 	}
 	return &pubsub.Message{Data: fe.Payload, Attributes: attrs}
+}
+
+// FromMessage is the inverse of the mapping ToPubSub publishes: it rebuilds the
+// FailedElement that msg carries (Payload from the data, the other fields from the
+// attributes) and the failed element's event time. Use it in the consumer of a dead-letter
+// subscription, for example to hand the element to cloudtasksio.FailedTask and re-create the
+// task once the cause is fixed.
+//
+// The event time is the zero time.Time when the message has no AttrEventTime attribute; a
+// present but unreadable one is an error naming the attribute. An Error value that ToPubSub
+// cut to MaxAttributeBytes comes back cut, ending with TruncatedMarker. Attributes that do not
+// belong to a FailedElement (AttrWorker, AttrBundle, any added by others) are ignored.
+func FromMessage(msg *pubsub.Message) (FailedElement, time.Time, error) {
+	if msg == nil {
+		return FailedElement{}, time.Time{}, errors.New("deadletter: FromMessage: the message is nil")
+	}
+	a := msg.Attributes
+	fe := FailedElement{
+		Connector:   a[AttrConnector],
+		Destination: a[AttrDestination],
+		Payload:     msg.Data,
+		Code:        a[AttrCode],
+		Error:       a[AttrError],
+	}
+	var et time.Time
+	if v, ok := a[AttrEventTime]; ok {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return fe, time.Time{}, fmt.Errorf("deadletter: FromMessage: attribute %q is not an RFC 3339 time (%d bytes)", AttrEventTime, len(v))
+		}
+		et = t
+	}
+	return fe, et, nil
 }

@@ -6,8 +6,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestAttrValueKeepsShortValues(t *testing.T) {
@@ -80,4 +82,46 @@ func FuzzAttrValue(f *testing.F) {
 			t.Fatalf("a long value was not cut to a prefix plus the marker: %q", got)
 		}
 	})
+}
+
+func TestFromMessageInvertsNewMessage(t *testing.T) {
+	fe := FailedElement{
+		Connector:   "cloudtasks",
+		Destination: "projects/p/locations/l/queues/q",
+		Payload:     []byte{0x0a, 0x03, 'a', 'b', 'c'},
+		Code:        "INVALID_ARGUMENT",
+		Error:       "the service rejected the task",
+	}
+	et := mtime.FromTime(time.Date(2026, 3, 4, 5, 6, 7, 89_000_000, time.UTC))
+	got, gotTime, err := FromMessage(newMessage(fe, et, "worker-1", "bundle-1"))
+	require.NoError(t, err)
+	assert.Equal(t, fe, got)
+	assert.True(t, gotTime.Equal(et.ToTime()), "event time %v, want %v", gotTime, et.ToTime())
+}
+
+func TestFromMessageWithoutEventTimeOrPayload(t *testing.T) {
+	fe := FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}
+	got, gotTime, err := FromMessage(newMessage(fe, mtime.MinTimestamp, "w", "b"))
+	require.NoError(t, err)
+	assert.Equal(t, fe.Code, got.Code)
+	assert.Empty(t, got.Payload)
+	assert.True(t, gotTime.IsZero(), "no event-time attribute gives the zero time")
+}
+
+func TestFromMessageKeepsATruncatedError(t *testing.T) {
+	long := strings.Repeat("x", 3*MaxAttributeBytes)
+	got, _, err := FromMessage(newMessage(FailedElement{Error: long}, mtime.MinTimestamp, "w", "b"))
+	require.NoError(t, err)
+	assert.Len(t, got.Error, MaxAttributeBytes)
+	assert.True(t, strings.HasSuffix(got.Error, TruncatedMarker))
+}
+
+func TestFromMessageRejectsABadEventTimeAndNil(t *testing.T) {
+	_, _, err := FromMessage(&pubsub.Message{Attributes: map[string]string{AttrEventTime: "yesterday"}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), AttrEventTime)
+	assert.NotContains(t, err.Error(), "yesterday", "attribute values stay out of errors")
+
+	_, _, err = FromMessage(nil)
+	require.Error(t, err)
 }

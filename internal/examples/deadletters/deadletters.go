@@ -252,9 +252,10 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 		if len(m.Data) > 0 {
 			// What any consumer does: rebuild the FailedElement from the message and let
 			// the sink decode its payload (plain proto.Unmarshal works as well).
-			task, err := cloudtasksio.FailedTask(FailedElementOf(m.Data, m.Attributes))
-			if err == nil {
-				dl.Task = task
+			if fe, _, err := deadletter.FromMessage(m); err == nil {
+				if task, err := cloudtasksio.FailedTask(fe); err == nil {
+					dl.Task = task
+				}
 			}
 		}
 		mu.Lock()
@@ -284,18 +285,6 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 		return a[deadletter.AttrEventTime] < b[deadletter.AttrEventTime]
 	})
 	return out, nil
-}
-
-// FailedElementOf rebuilds the FailedElement a dead-letter message carries from its data and
-// attributes.
-func FailedElementOf(data []byte, attrs map[string]string) deadletter.FailedElement {
-	return deadletter.FailedElement{
-		Connector:   attrs[deadletter.AttrConnector],
-		Destination: attrs[deadletter.AttrDestination],
-		Payload:     data,
-		Code:        attrs[deadletter.AttrCode],
-		Error:       attrs[deadletter.AttrError],
-	}
 }
 
 // Print writes the summary of the run: what was created, then each dead letter as a consumer
