@@ -179,13 +179,16 @@ const (
 	ExpiredDrop
 )
 
-// StagedOptions tune exactly-once creation.
+// StagedOptions tune exactly-once creation. They are checked at construction and again on
+// each worker; a value out of range is an error naming the field.
 type StagedOptions struct {
-	// NameRetention is how long the queue is assumed to remember a task name (H). Default 1h.
+	// NameRetention is how long the queue is assumed to remember a task name (H). Default 1h;
+	// positive, at most 31 days.
 	NameRetention time.Duration
-	// ClockSkewAllowance is the clock error allowed between workers (E). Default 5m; may be 0.
+	// ClockSkewAllowance is the clock error allowed between workers (E). Default 5m; from 0
+	// to 24h.
 	ClockSkewAllowance time.Duration
-	// RequestTimeout bounds each create call (S). Default 20s.
+	// RequestTimeout bounds each create call (S). Default 20s; positive, at most 30m.
 	RequestTimeout time.Duration
 	// VerifyQueueRetention reads the queue's tombstone_ttl before the first create and fails
 	// when it is shorter than NameRetention. Default true.

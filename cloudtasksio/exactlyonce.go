@@ -74,12 +74,18 @@ type stageFn struct {
 	now      func() time.Time
 }
 
-func (f *stageFn) Setup() {
+// Setup checks the staged options again: the spec a worker decodes is not necessarily the one
+// TryWrite checked.
+func (f *stageFn) Setup() error {
+	if err := f.Spec.Staged.validate(); err != nil {
+		return err
+	}
 	f.builders.spec = f.Spec
 	f.skipped = beam.NewCounter(metricsNamespace, "recordsSkipped")
 	if f.now == nil {
 		f.now = time.Now
 	}
+	return nil
 }
 
 func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(stagedTask)) error {
@@ -184,7 +190,16 @@ type stagedCreate struct {
 	sentAnyway     bool
 }
 
-func (f *stagedCreateFn) Setup() {
+// Setup checks the staged and writer options again, as the stage step does.
+func (f *stagedCreateFn) Setup() error {
+	if err := f.Spec.Staged.validate(); err != nil {
+		return err
+	}
+	writer, err := f.Spec.Writer.resolve()
+	if err != nil {
+		return err
+	}
+	f.Spec.Writer = writer
 	f.metrics = newSinkMetrics(f.Spec.Writer.PerDestinationMetrics)
 	f.expired = map[ExpiredEnvelopePolicy]beam.Counter{
 		ExpiredFail:          beam.NewCounter(metricsNamespace, "expiredEnvelopesFailed"),
@@ -194,6 +209,7 @@ func (f *stagedCreateFn) Setup() {
 	}
 	f.age = beam.NewDistribution(metricsNamespace, "stagedTaskAgeMillis")
 	f.budget = beam.NewDistribution(metricsNamespace, "stagedTaskRemainingMillis")
+	return nil
 }
 
 func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
@@ -385,31 +401,66 @@ func compileDelivery(cfg Config, spec *sinkSpec) error {
 	return nil
 }
 
-// validate checks the staged options: retention and timeout positive, skew not negative, and
-// a creation window H - E - S of at least one millisecond.
+// Upper bounds of the staged durations. They are far above any sensible value, keep every sum
+// and difference of the three far from overflowing, and turn a typo into an error.
+const (
+	// maxNameRetention is the longest a task lives in a queue: no queue keeps a name longer.
+	maxNameRetention = 31 * 24 * time.Hour
+	// maxClockSkew is a day: clocks further apart than that are broken, not skewed.
+	maxClockSkew = 24 * time.Hour
+	// maxRequestTimeout bounds one create call.
+	maxRequestTimeout = 30 * time.Minute
+)
+
+// stagedError reports a StagedOptions field whose value is out of range. field is empty for
+// a window that the three durations together leave too short.
+type stagedError struct{ field, msg string }
+
+func (e *stagedError) Error() string {
+	if e.field == "" {
+		return "cloudtasksio: StagedOptions: " + e.msg
+	}
+	return "cloudtasksio: StagedOptions." + e.field + " " + e.msg
+}
+
+// validate checks the staged options: each duration within its bounds (retention and timeout
+// positive, skew not negative), a known policy, and a creation window H - E - S of at least
+// one millisecond.
 func (o StagedOptions) validate() error {
-	switch {
-	case o.NameRetention <= 0:
-		return fmt.Errorf("cloudtasksio: StagedOptions.NameRetention %v must be positive", o.NameRetention)
-	case o.RequestTimeout <= 0:
-		return fmt.Errorf("cloudtasksio: StagedOptions.RequestTimeout %v must be positive", o.RequestTimeout)
-	case o.ClockSkewAllowance < 0:
-		return fmt.Errorf("cloudtasksio: StagedOptions.ClockSkewAllowance %v must not be negative", o.ClockSkewAllowance)
-	case o.ExpiredEnvelopePolicy < ExpiredFail || o.ExpiredEnvelopePolicy > ExpiredDrop:
-		return fmt.Errorf("cloudtasksio: StagedOptions.ExpiredEnvelopePolicy %d is not a known policy", o.ExpiredEnvelopePolicy)
+	for _, d := range []struct {
+		field     string
+		v, max    time.Duration
+		allowZero bool
+	}{
+		{"NameRetention", o.NameRetention, maxNameRetention, false},
+		{"ClockSkewAllowance", o.ClockSkewAllowance, maxClockSkew, true},
+		{"RequestTimeout", o.RequestTimeout, maxRequestTimeout, false},
+	} {
+		switch {
+		case d.v < 0 && d.allowZero:
+			return &stagedError{d.field, fmt.Sprintf("%v must not be negative", d.v)}
+		case d.v <= 0 && !d.allowZero:
+			return &stagedError{d.field, fmt.Sprintf("%v must be positive", d.v)}
+		case d.v > d.max:
+			return &stagedError{d.field, fmt.Sprintf("%v must be at most %v", d.v, d.max)}
+		}
+	}
+	if o.ExpiredEnvelopePolicy < ExpiredFail || o.ExpiredEnvelopePolicy > ExpiredDrop {
+		return &stagedError{"ExpiredEnvelopePolicy", fmt.Sprintf("%d is not a known policy", o.ExpiredEnvelopePolicy)}
 	}
 	if o.creationWindow() < time.Millisecond {
-		return fmt.Errorf("cloudtasksio: StagedOptions: NameRetention %v - ClockSkewAllowance %v - RequestTimeout %v leaves less than 1ms to create a task",
-			o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout)
+		return &stagedError{"", fmt.Sprintf("NameRetention %v - ClockSkewAllowance %v - RequestTimeout %v leaves less than 1ms to create a task",
+			o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout)}
 	}
 	return nil
 }
 
 // creationWindow is H - E - S rounded down to whole milliseconds, or -1 when it is negative.
+// It never overflows, whatever the values: each subtraction is checked before it is made.
 func (o StagedOptions) creationWindow() time.Duration {
-	w := o.NameRetention - o.ClockSkewAllowance - o.RequestTimeout
-	if w < 0 {
+	h, e, s := o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout
+	if h < 0 || e < 0 || s < 0 || e > h || s > h-e {
 		return -1
 	}
-	return w.Truncate(time.Millisecond)
+	return (h - e - s).Truncate(time.Millisecond)
 }

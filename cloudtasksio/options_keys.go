@@ -95,9 +95,22 @@ var (
 	expiredPolicyByValue = map[string]ExpiredEnvelopePolicy{
 		"fail": ExpiredFail, "assume-created": ExpiredAssumeCreated,
 		"create-anyway": ExpiredCreateAnyway, "drop": ExpiredDrop,
+		// The Flink connector's spelling: "committed" is its word for created.
+		"assume-committed": ExpiredAssumeCreated,
 	}
-	expiredPolicyValues = []string{"fail", "assume-created", "create-anyway", "drop"}
+	expiredPolicyValues = []string{"fail", "assume-created (or assume-committed)", "create-anyway", "drop"}
 )
+
+// unsupportedKeys are keys of the Flink connector that have no counterpart here, with the
+// reason; docs/options.md lists them among the differences.
+var unsupportedKeys = map[string]string{
+	"sink.staged.max-tasks": "has no counterpart in this sink: the Flink connector holds a checkpoint's staged tasks in the writer's memory and caps them, " +
+		"while here each staged task leaves the stage step at once and the runner keeps it through the Reshuffle, so there is no batch to cap; leave the key out " +
+		"(sink.in-flight.max-tasks bounds the creates in flight)",
+	"sink.staged.max-bytes": "has no counterpart in this sink: the Flink connector holds a checkpoint's staged tasks in the writer's memory and caps their bytes, " +
+		"while here each staged task leaves the stage step at once and the runner keeps it through the Reshuffle, so there is no batch to cap; leave the key out " +
+		"(each staged task is still limited to 100,000 bytes)",
+}
 
 // OptionError is the error ConfigFromOptions returns: it names the option key at fault and
 // says what the key accepts. Reason never repeats a header value, a URL or a file path, so the
@@ -253,6 +266,9 @@ func formatOptionKey(k string) (format, option string, ok bool) {
 func checkKnownKey(k string) error {
 	if fixedKey(k) {
 		return nil
+	}
+	if reason, ok := unsupportedKeys[k]; ok {
+		return optErr(k, "%s", reason)
 	}
 	if _, ok := headerPrefix(k); ok {
 		return nil
@@ -663,11 +679,19 @@ func (p *optionParser) delivery(keys []string, cfg *Config) error {
 		staged.ExpiredEnvelopePolicy = policy
 	}
 	if err := staged.validate(); err != nil {
-		key := optStagedNameRetention
-		for _, k := range []string{optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout} {
-			if _, ok := p.get(k); ok {
-				key = k
-				break
+		// A bound of one duration names its key; a window too short names the first key given.
+		var key string
+		if se := (*stagedError)(nil); errors.As(err, &se) {
+			key = map[string]string{"NameRetention": optStagedNameRetention, "ClockSkewAllowance": optStagedClockSkew,
+				"RequestTimeout": optStagedRequestTimeout, "ExpiredEnvelopePolicy": optStagedExpiredPolicy}[se.field]
+		}
+		if key == "" {
+			key = optStagedNameRetention
+			for _, k := range []string{optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout} {
+				if _, ok := p.get(k); ok {
+					key = k
+					break
+				}
 			}
 		}
 		return optErr(key, "%s (keys %s, %s, %s)", strings.TrimPrefix(err.Error(), "cloudtasksio: "),

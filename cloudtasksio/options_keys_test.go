@@ -252,7 +252,7 @@ func TestConfigFromOptionsErrorsNameTheKey(t *testing.T) {
 		{"negative clock skew", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.clock-skew-allowance": "-1s"}), "sink.staged.clock-skew-allowance", "negative"},
 		{"no creation window", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": "5m20s"}), "sink.staged.name-retention", "less than 1ms"},
 		{"bad staged bool", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.verify-queue-retention": "yes"}), "sink.staged.verify-queue-retention", "true, false"},
-		{"bad expired policy", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.expired-envelope-policy": "assume_committed"}), "sink.staged.expired-envelope-policy", "fail, assume-created, create-anyway, drop"},
+		{"bad expired policy", withQueue(map[string]string{"sink.delivery-guarantee": "exactly-once", "sink.staged.expired-envelope-policy": "assume_committed"}), "sink.staged.expired-envelope-policy", "fail, assume-created (or assume-committed), create-anyway, drop"},
 		{"bad int", withQueue(map[string]string{"sink.in-flight.max-tasks": "1e3"}), "sink.in-flight.max-tasks", "decimal integer"},
 		{"int above the limit", withQueue(map[string]string{"sink.in-flight.max-tasks": "1000000"}), "sink.in-flight.max-tasks", "1..100000"},
 		{"pool above the limit", withQueue(map[string]string{"sink.channel-pool-size": "65"}), "sink.channel-pool-size", "1..64"},
@@ -419,4 +419,25 @@ func FuzzConfigFromOptions(f *testing.F) {
 			t.Fatalf("accepted options gave negative writer options %+v", w)
 		}
 	})
+}
+
+func TestTheReferenceSpellingAssumeCommittedIsAccepted(t *testing.T) {
+	for _, value := range []string{"assume-committed", "ASSUME-COMMITTED"} {
+		cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
+			"sink.delivery-guarantee": "exactly-once", "sink.staged.expired-envelope-policy": value,
+		}))
+		require.NoError(t, err, value)
+		assert.Equal(t, cloudtasksio.ExpiredAssumeCreated, cfg.Staged.ExpiredEnvelopePolicy, value)
+	}
+}
+
+func TestSinkStagedMaxTasksIsRefusedWithItsReason(t *testing.T) {
+	_, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
+		"sink.delivery-guarantee": "exactly-once", "sink.staged.max-tasks": "1000",
+	}))
+	var oe *cloudtasksio.OptionError
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "sink.staged.max-tasks", oe.Key)
+	assert.Contains(t, oe.Reason, "no counterpart")
+	assert.Contains(t, oe.Reason, "Reshuffle")
 }

@@ -51,7 +51,14 @@ type pendingTask struct {
 	bytes     int
 }
 
+// Setup checks the writer options again: the spec a worker decodes is not necessarily the one
+// TryWrite checked, and the engine refuses options out of range.
 func (f *writeFn) Setup() error {
+	writer, err := f.Spec.Writer.resolve()
+	if err != nil {
+		return err
+	}
+	f.Spec.Writer = writer
 	f.builders.spec = f.Spec
 	if f.Spec.QueueFn != nil {
 		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
