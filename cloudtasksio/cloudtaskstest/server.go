@@ -15,8 +15,10 @@
 // configuration), stores tasks with the BASIC and FULL views, deduplicates
 // named tasks (a deleted or completed name stays taken for the queue's
 // tombstone window), and answers INVALID_ARGUMENT for the requests the service
-// rejects. Fault injection (scripted error codes, lost responses, latency, a
-// per-connection stream cap) lets a test exercise a client's recovery paths.
+// rejects. Fault injection (scripted error codes or whole status errors with
+// details, reactors that answer by request, lost responses, latency, a
+// per-connection stream cap) lets a test exercise a client's recovery paths,
+// and Observe shows every call and its answer without changing it.
 //
 // Like the service, it dispatches the tasks of running queues: it sends each
 // task's HTTP request to its target with the headers Cloud Tasks adds (and a
@@ -25,7 +27,8 @@
 // configuration, and removes the task once it succeeds. Paused queues keep
 // their tasks. By default only loopback targets are reachable. A test that
 // asserts what was stored should use a paused queue or WithoutDispatch, so
-// that no dispatch races its assertions.
+// that no dispatch races its assertions; a test that asserts what was
+// delivered calls Wait, which returns once nothing is left to send now.
 //
 // Nothing is global: every Server has its own state, port, clock and keys.
 // docs/testing.md describes what is emulated and what is not.
