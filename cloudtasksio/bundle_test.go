@@ -28,6 +28,16 @@ type urlOrder struct {
 const bundleQueue = "projects/p/locations/l/queues/bundles"
 
 // newBundleServer starts a storing-only server with the queue of the bundle tests.
+// waitStats waits, for at most 10 seconds, until cond holds for srv's
+// counters (cloudtaskstest.Server.WaitUntil: re-checked on every change, not
+// polled).
+func waitStats(t *testing.T, srv *cloudtaskstest.Server, cond func(cloudtaskstest.Stats) bool, msgAndArgs ...any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.WaitUntil(ctx, cond), msgAndArgs...)
+}
+
 func newBundleServer(t *testing.T) *cloudtaskstest.Server {
 	t.Helper()
 	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
@@ -109,15 +119,15 @@ func TestAFailedBundleCancelsItsCreatesAtTheServer(t *testing.T) {
 		for i := range cap {
 			require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(bundle, "-", i)}, discardDeadLetters))
 		}
-		require.Eventually(t, func() bool { return srv.Stats().CreateTaskInFlight == cap }, 10*time.Second, time.Millisecond,
+		waitStats(t, srv, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == cap },
 			"bundle %d's creates reach the server", bundle)
 		// An element that cannot be built fails the bundle under FailBundle, at once.
 		err := f.ProcessElement(ctx, 0, urlOrder{ID: "broken", URL: "not a url"}, discardDeadLetters)
 		require.Error(t, err)
 		// The runner replays the failed bundle's elements; its creates must not keep their
 		// slots at the server. (Cancellation reaches the server asynchronously.)
-		require.Eventually(t, func() bool { return srv.Stats().CreateTaskInFlight == 0 }, 10*time.Second, time.Millisecond,
-			"bundle %d failed, but its creates are still in flight at the server (%d)", bundle, srv.Stats().CreateTaskInFlight)
+		waitStats(t, srv, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == 0 },
+			"bundle %d failed, but its creates are still in flight at the server", bundle)
 	}
 	st := srv.Stats()
 	assert.Equal(t, cap, st.MaxCreateTaskInFlight, "each bundle filled the cap, and no bundle's creates outlived it")
