@@ -286,7 +286,7 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	var o callOutcome
 	defer func() {
 		s.counts.callEnded(create, o)
-		s.changed()
+		s.idle.signal() // the store has woken the dispatcher for what the call changed
 	}()
 	defer func() {
 		obs := s.fault.observersOf(method)
