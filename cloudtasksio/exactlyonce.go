@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -234,6 +235,10 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 	if err := f.engine.Err(); err != nil {
 		return err
 	}
+	if err := f.checkEnvelope(env); err != nil {
+		f.metrics.failed(ctx, f.Spec.Queue.Path())
+		return failBundle(ctx, f.engine, f.metrics, err)
+	}
 	if f.Spec.Staged.VerifyQueueRetention {
 		if err := verifyRetention(ctx, f.retention, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
 			return failBundle(ctx, f.engine, f.metrics, err)
@@ -241,7 +246,13 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 	}
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(env.Task, task); err != nil {
+		f.metrics.failed(ctx, env.Queue)
 		return failBundle(ctx, f.engine, f.metrics, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
+	}
+	if !strings.HasPrefix(task.GetName(), env.Queue+"/tasks/") {
+		f.metrics.failed(ctx, env.Queue)
+		return failBundle(ctx, f.engine, f.metrics, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries a task name of another queue; "+
+			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
 	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
@@ -251,6 +262,22 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 		Deadline: deadline,
 		Tag:      &stagedCreate{bytes: len(env.Task)},
 	})
+}
+
+// checkEnvelope refuses an envelope that this sink cannot have staged: one for another queue
+// (it would be created there) or one without a creation deadline (nothing would keep its send
+// inside the name retention). These are not expiries: they fail the bundle whatever the
+// expired-envelope policy.
+func (f *stagedCreateFn) checkEnvelope(env stagedTask) error {
+	if want := f.Spec.Queue.Path(); env.Queue != want {
+		return fmt.Errorf("cloudtasksio: exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
+			"the staged tasks do not belong to this sink", env.Queue, want)
+	}
+	if env.Deadline <= 0 {
+		return fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries no creation deadline; "+
+			"it cannot be created safely, whatever StagedOptions.ExpiredEnvelopePolicy says", env.Queue)
+	}
+	return nil
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
@@ -271,7 +298,11 @@ func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err er
 	return fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 }
 
-func (f *stagedCreateFn) Failed(context.Context, *engine.Request, error) {}
+// Failed counts the envelope whose failure failed the bundle: a status that is not retried, an
+// exhausted budget, or an expiry under ExpiredFail. In this mode every failure is a send error.
+func (f *stagedCreateFn) Failed(ctx context.Context, r *engine.Request, _ error) {
+	f.metrics.failed(ctx, r.Create.GetParent())
+}
 
 func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
 	f.metrics.attemptFailed(ctx, code)

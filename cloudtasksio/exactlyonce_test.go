@@ -524,3 +524,91 @@ func TestStagedCreateFailsWithTheFirstFailure(t *testing.T) {
 		assert.NotContains(t, err.Error(), "PERMISSION_DENIED")
 	})
 }
+
+func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
+	for _, policy := range []ExpiredEnvelopePolicy{ExpiredFail, ExpiredAssumeCreated, ExpiredCreateAnyway, ExpiredDrop} {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		staged.ExpiredEnvelopePolicy = policy
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		other := eoSpec(t, "other", eoOrder{}, staged)
+		for name, c := range map[string]struct {
+			env  func() stagedTask
+			want string
+		}{
+			"staged for another queue": {func() stagedTask { return stageAll(t, other, eoOrder{ID: "1", Key: "k"})[0] }, "projects/p/locations/l/queues/other"},
+			"no deadline": {func() stagedTask {
+				env := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})[0]
+				env.Deadline = 0
+				return env
+			}, "deadline"},
+			"a task named for another queue": {func() stagedTask {
+				env := stageAll(t, other, eoOrder{ID: "1", Key: "k"})[0]
+				env.Queue = spec.Queue.Path()
+				return env
+			}, "task name"},
+		} {
+			t.Run(fmt.Sprint(policy, "/", name), func(t *testing.T) {
+				creator := &fakeCreator{}
+				ctx, counters := metricsContext()
+				f := &stagedCreateFn{Spec: spec, creator: creator}
+				require.NoError(t, f.Setup())
+				err := createAll(ctx, f, []stagedTask{c.env()})
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.want)
+				assert.Zero(t, creator.callCount(), "nothing is sent")
+				got := counters()
+				for _, expired := range []string{"expiredEnvelopesFailed", "expiredEnvelopesAssumedCreated", "expiredEnvelopesCreatedAnyway", "expiredEnvelopesDropped"} {
+					assert.Zero(t, got[expired], "a malformed envelope is not an expired one")
+				}
+			})
+		}
+	}
+}
+
+func TestExactlyOnceFailuresAreCountedOncePerEnvelope(t *testing.T) {
+	const queue = "projects/p/locations/l/queues/q"
+	for name, c := range map[string]struct {
+		script []error
+		envs   func(spec *sinkSpec) []stagedTask
+	}{
+		"rejected":          {script: []error{status.Error(codes.InvalidArgument, "bad task")}},
+		"permission denied": {script: []error{status.Error(codes.PermissionDenied, "no permission")}},
+		"budget exhausted":  {script: repeatErr(status.Error(codes.Unavailable, "down"), 8)},
+		"expired":           {envs: func(spec *sinkSpec) []stagedTask { return expiredEnvelope(t, spec, "k") }},
+		"undecodable": {envs: func(spec *sinkSpec) []stagedTask {
+			env := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})[0]
+			env.Task = []byte{0xff, 0xff}
+			return []stagedTask{env}
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				staged := DefaultStagedOptions()
+				staged.VerifyQueueRetention = false
+				spec := eoSpec(t, "q", eoOrder{}, staged)
+				spec.Writer.PerDestinationMetrics = true
+				envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})
+				if c.envs != nil {
+					envs = c.envs(spec)
+				}
+				ctx, counters := metricsContext()
+				f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{script: c.script}}
+				require.NoError(t, f.Setup())
+				require.Error(t, createAll(ctx, f, envs))
+				got := counters()
+				assert.Equal(t, int64(1), got["numRecordsSendErrors"])
+				assert.Equal(t, int64(1), got["destination."+queue+".sendErrors"])
+				assert.Zero(t, got["numRecordsSend"])
+			})
+		})
+	}
+}
+
+func repeatErr(err error, n int) []error {
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
+}
