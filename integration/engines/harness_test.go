@@ -171,16 +171,19 @@ func (c *cloudTasks) httpConfig(url string) cloudtasksio.Config {
 	}
 }
 
-// waitDrained waits until the queue holds no task: every task created has been delivered
-// (a task leaves the queue only after its target answered 2xx).
+// waitDrained waits until the server has dispatched every due task (cloudtaskstest's
+// Server.Wait) and checks that the queue holds no task: every task created has been
+// delivered (a task leaves the queue only after its target answered 2xx).
 func (c *cloudTasks) waitDrained(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(deliveryTimeout)
-	for len(c.Tasks(c.Queue.Path())) > 0 {
-		if time.Now().After(deadline) {
-			tb.Fatalf("after %v the queue still holds %d tasks (server stats %+v)", deliveryTimeout, len(c.Tasks(c.Queue.Path())), c.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), deliveryTimeout)
+	defer cancel()
+	if err := c.Wait(ctx); err != nil {
+		tb.Fatalf("after %v the server is still dispatching, the queue holds %d tasks (server stats %+v): %v",
+			deliveryTimeout, len(c.Tasks(c.Queue.Path())), c.Stats(), err)
+	}
+	if n := len(c.Tasks(c.Queue.Path())); n > 0 {
+		tb.Fatalf("the queue still holds %d tasks, waiting for a retry (server stats %+v)", n, c.Stats())
 	}
 }
 
