@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +153,69 @@ func TestARejectionInExactlyOnceModeStopsTheHeldEnvelope(t *testing.T) {
 	assert.Contains(t, err.Error(), "INVALID_ARGUMENT")
 	require.Error(t, f.FinishBundle(ctx, nil))
 	assert.Equal(t, 1, srv.Stats().CreateTaskCalls, "the envelope held at the cap is not sent")
+}
+
+// captureLogs sends slog's default logger, which Beam's log package writes to, into a buffer
+// for the rest of the test.
+func captureLogs(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	saved := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(saved) })
+	return &buf
+}
+
+func logLines(buf *bytes.Buffer, containing string) []string {
+	var out []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, containing) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+func TestLogAndDropBoundsItsLogLinesPerBundleAndKeepsTheCountersExact(t *testing.T) {
+	srv := newBundleServer(t)
+	logs := captureLogs(t)
+	f := newBundleWriteFn(t, srv, LogAndDrop, 10, WriterOptions{})
+	ctx, counters := metricsContext()
+	const dropped = 1000
+	for bundle := 1; bundle <= 2; bundle++ {
+		logs.Reset()
+		require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+		for i := range dropped {
+			require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(i), URL: "not a url secret-token"}, discardDeadLetters))
+		}
+		require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+
+		lines := logLines(logs, "cloudtasksio: dropped")
+		require.Equal(t, maxDropLinesPerBundle+1, len(lines), "bundle %d: the first few drops, then one summary line", bundle)
+		for _, line := range lines[:maxDropLinesPerBundle] {
+			assert.Contains(t, line, "level=WARN")
+			assert.Contains(t, line, bundleQueue)
+			assert.Contains(t, line, "INVALID_ARGUMENT")
+		}
+		summary := lines[maxDropLinesPerBundle]
+		assert.Contains(t, summary, "level=WARN")
+		assert.Contains(t, summary, fmt.Sprintf("%d more", dropped-maxDropLinesPerBundle))
+		assert.Contains(t, summary, fmt.Sprintf("%d in this bundle", dropped))
+		assert.Contains(t, summary, "numRecordsSendErrors")
+		assert.NotContains(t, logs.String(), "secret-token", "no element value in the log")
+		assert.Equal(t, int64(bundle*dropped), counters()["numRecordsSendErrors"], "every drop is counted")
+	}
+}
+
+func TestLogAndDropWritesNoSummaryWhenEveryDropWasLogged(t *testing.T) {
+	srv := newBundleServer(t)
+	logs := captureLogs(t)
+	f := newBundleWriteFn(t, srv, LogAndDrop, 10, WriterOptions{})
+	ctx := context.Background()
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	for i := range 3 {
+		require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(i), URL: "not a url"}, discardDeadLetters))
+	}
+	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Equal(t, 3, len(logLines(logs, "cloudtasksio: dropped")))
 }

@@ -155,8 +155,11 @@ type FailurePolicy int
 const (
 	// FailBundle fails the bundle, so the runner retries it or fails the job.
 	FailBundle FailurePolicy = iota
-	// LogAndDrop logs one WARN line per element (without its payload) and drops it. Watch the
-	// numRecordsSendErrors metric: under this policy it is the only sign of failures.
+	// LogAndDrop drops the element and logs a WARN line (without its payload) for each of the
+	// first 10 drops of a bundle, then one line with the count of the rest when the bundle
+	// ends, so a systematic rejection cannot flood the job's log. Watch the
+	// numRecordsSendErrors metric, which counts every drop: under this policy it is the only
+	// complete sign of failures.
 	LogAndDrop
 	// DeadLetter emits a deadletter.FailedElement for the element into the PCollection that
 	// Write returns.

@@ -26,8 +26,10 @@ func init() {
 // connectorName is the Connector of every dead letter this sink produces.
 const connectorName = "cloudtasks"
 
-// warnf writes the LogAndDrop line; a variable so that tests can read what is logged.
-var warnf = log.Warnf
+// maxDropLinesPerBundle bounds the LogAndDrop lines of one bundle: the first drops are logged
+// one by one, the rest are summed up in one line when the bundle ends. A systematic rejection
+// must not write a line per element to the job's log.
+const maxDropLinesPerBundle = 10
 
 // maxErrorText bounds the error text of a dead letter or a log line.
 const maxErrorText = 1024
@@ -42,6 +44,7 @@ type writeFn struct {
 	metrics  *sinkMetrics
 	engine   *engine.Engine
 	emit     func(beam.EventTime, deadletter.FailedElement)
+	dropped  int // elements LogAndDrop dropped in this bundle
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -74,6 +77,7 @@ func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, dea
 	}
 	// A fresh engine per bundle: nothing of a failed bundle can leak into the next one.
 	abandon(f.engine)
+	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
 	f.engine = engine.New(clientCreator(client), engineOptions(f.Spec.Writer), f)
 	f.emit = emit
 	return nil
@@ -104,7 +108,19 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 
 func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
-	return flush(ctx, f.engine, f.metrics)
+	err := flush(ctx, f.engine, f.metrics)
+	f.summarizeDrops(ctx)
+	return err
+}
+
+// summarizeDrops writes the one line that covers the drops of the bundle beyond the first
+// maxDropLinesPerBundle, and starts the count again.
+func (f *writeFn) summarizeDrops(ctx context.Context) {
+	if f.dropped > maxDropLinesPerBundle {
+		log.Warnf(ctx, "cloudtasksio: dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one",
+			f.dropped-maxDropLinesPerBundle, f.dropped)
+	}
+	f.dropped = 0
 }
 
 // resolveQueue returns the element's queue. A failing or invalid QueueFn fails the bundle: it
@@ -161,7 +177,10 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	text := boundedText(ef.err.Error(), maxErrorText)
 	switch f.Spec.OnFailure {
 	case LogAndDrop:
-		warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+		f.dropped++
+		if f.dropped <= maxDropLinesPerBundle {
+			log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+		}
 	case DeadLetter:
 		fe := deadletter.FailedElement{Connector: connectorName, Destination: queue, Code: ef.code, Error: text}
 		if ef.task != nil {

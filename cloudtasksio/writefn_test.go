@@ -3,7 +3,6 @@ package cloudtasksio
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -20,14 +19,8 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
-func TestLogAndDropWritesOneWarningPerElementWithoutThePayload(t *testing.T) {
-	var lines []string
-	saved := warnf
-	warnf = func(_ context.Context, format string, args ...any) {
-		lines = append(lines, fmt.Sprintf(format, args...))
-	}
-	t.Cleanup(func() { warnf = saved })
-
+func TestLogAndDropWritesAWarningWithoutThePayload(t *testing.T) {
+	logs := captureLogs(t)
 	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, metrics: newSinkMetrics(false)}
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 		Url: "https://example.com/", Body: []byte("secret-body"), Headers: map[string]string{"Authorization": "secret-header"}}}}
@@ -35,8 +28,10 @@ func TestLogAndDropWritesOneWarningPerElementWithoutThePayload(t *testing.T) {
 		assert.NoError(t, f.applyPolicy(context.Background(), 0, "projects/p/locations/l/queues/q",
 			&elementFailure{code: codeInvalidArgument, task: task, err: errors.New("the service said no")}), "a dropped element does not fail the bundle")
 	}
-	require.Len(t, lines, 3)
+	lines := logLines(logs, "cloudtasksio: dropped")
+	require.Equal(t, 3, len(lines))
 	for _, line := range lines {
+		assert.Contains(t, line, "level=WARN")
 		assert.Contains(t, line, "projects/p/locations/l/queues/q")
 		assert.Contains(t, line, "INVALID_ARGUMENT")
 		assert.Contains(t, line, "the service said no")
