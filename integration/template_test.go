@@ -280,13 +280,17 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 	require.Len(t, env.server.Tasks(env.queue.Path()), 1)
 
 	codes := map[string]int{}
+	var deadValues []string
 	for _, m := range ps.Messages() {
 		assert.Equal(t, "cloudtasks", m.Attributes[deadletter.AttrConnector])
 		assert.Equal(t, env.queue.Path(), m.Attributes[deadletter.AttrDestination])
 		assert.NotContains(t, m.Attributes[deadletter.AttrError], "tomorrow noon", "errors never carry the record")
 		codes[m.Attributes[deadletter.AttrCode]]++
 		if m.Attributes[deadletter.AttrCode] == "SERIALIZATION" {
-			assert.Empty(t, m.Data, "an unreadable record has no task")
+			var rec template.Record
+			require.NoError(t, json.Unmarshal(m.Data, &rec), "an unreadable record's dead letter carries the record as JSON")
+			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")
+			deadValues = append(deadValues, string(rec.Value))
 		} else {
 			var task cloudtaskspb.Task
 			require.NoError(t, proto.Unmarshal(m.Data, &task))
@@ -294,6 +298,7 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"SERIALIZATION": len(tplBadRecords), "INVALID_ARGUMENT": 1}, codes)
+	assert.ElementsMatch(t, tplBadRecords, deadValues, "each unreadable record is kept, byte for byte")
 	assert.Equal(t, int64(len(tplBadRecords)+1), counters["deadletter.messagesPublished"])
 }
 

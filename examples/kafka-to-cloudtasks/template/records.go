@@ -103,20 +103,26 @@ func (spec *recordSpec) read(r Record) (record, error) {
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
-// reject applies the failure policy to a value that could not be read: the error fails the
-// bundle, a warning is logged, or a dead letter is emitted.
-func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, why error, dead func(deadletter.FailedElement)) error {
+// reject applies the failure policy to a record that could not be read: the error fails the
+// bundle, a warning is logged, or a dead letter carrying the record (Record as JSON) is
+// emitted.
+func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, r Record, why error, dead func(deadletter.FailedElement)) error {
 	rejected.Inc(ctx, 1)
 	switch spec.OnFailure {
 	case cloudtasksio.LogAndDrop:
 		log.Warnf(ctx, "kafka-to-cloudtasks: dropping a record: %v", why)
 		return nil
 	case cloudtasksio.DeadLetter:
+		payload, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("kafka-to-cloudtasks: encoding a dead letter: %w", err)
+		}
 		dead(deadletter.FailedElement{
 			Connector:   "cloudtasks",
 			Destination: spec.Destination,
+			Payload:     payload,
 			Code:        "SERIALIZATION",
-			Error:       "kafka-to-cloudtasks: " + why.Error(),
+			Error:       "kafka-to-cloudtasks: " + why.Error() + "; the payload is the record as JSON",
 		})
 		return nil
 	}
@@ -134,7 +140,7 @@ func (f *httpRecordFn) Setup() { f.rejected = beam.NewCounter(MetricsNamespace, 
 func (f *httpRecordFn) ProcessElement(ctx context.Context, value Record, emit func(HTTPRecord), dead func(deadletter.FailedElement)) error {
 	rec, err := f.Spec.read(value)
 	if err != nil {
-		return f.Spec.reject(ctx, f.rejected, err, dead)
+		return f.Spec.reject(ctx, f.rejected, value, err, dead)
 	}
 	emit(HTTPRecord{Value: rec.value, Key: rec.key, URL: rec.url, ScheduleTime: rec.scheduleTime})
 	return nil
@@ -153,7 +159,7 @@ func (f *appEngineRecordFn) Setup() {
 func (f *appEngineRecordFn) ProcessElement(ctx context.Context, value Record, emit func(AppEngineRecord), dead func(deadletter.FailedElement)) error {
 	rec, err := f.Spec.read(value)
 	if err != nil {
-		return f.Spec.reject(ctx, f.rejected, err, dead)
+		return f.Spec.reject(ctx, f.rejected, value, err, dead)
 	}
 	emit(AppEngineRecord{Value: rec.value, Key: rec.key, RelativeURI: rec.url, ScheduleTime: rec.scheduleTime})
 	return nil

@@ -24,7 +24,6 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/gcs" // gs:// inputs
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/io/filesystem/local"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/textio"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/xlang/kafkaio"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
@@ -44,7 +43,6 @@ func init() {
 	register.Emitter1[Record]()
 	register.Function1x2(httpRecordKey)
 	register.Function1x2(appEngineRecordKey)
-	register.Function2x1(kafkaRecord)
 	register.Function2x0(lineBytes)
 }
 
@@ -188,15 +186,20 @@ type AppEngineRecord struct {
 func httpRecordKey(r HTTPRecord) (string, error)           { return r.Key, nil }
 func appEngineRecordKey(r AppEngineRecord) (string, error) { return r.Key, nil }
 
-// Record is one input record: its value and, for a Kafka record, its key (nil when the record
-// has none).
+// Record is one input record: its value and, for a Kafka record, its key and where it was
+// read. As the payload of a dead letter (code SERIALIZATION) it is JSON, with the key and
+// value in base64, so that the record can be replayed.
 type Record struct {
-	Key   []byte
-	Value []byte
+	// Topic, Partition and Offset say where a Kafka record was read; empty for files and stdin.
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	// Key is the Kafka record's key; nil when it has none (and for files and stdin).
+	Key []byte `json:"key"`
+	// Value is the record's value: a line of the input, or the Kafka record's value (nil for a
+	// Kafka record without one).
+	Value []byte `json:"value"`
 }
-
-// kafkaRecord is the record of one Kafka key and value.
-func kafkaRecord(key, value []byte) Record { return Record{Key: key, Value: value} }
 
 // lineBytes turns a text line into a record, dropping a CR left by CRLF line ends and skipping
 // empty lines.
@@ -481,38 +484,6 @@ func checkKafka(k KafkaOptions) (kafkaRead, error) {
 		r.startMillis = t.UnixMilli()
 	}
 	return r, nil
-}
-
-func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error) {
-	r, err := checkKafka(k)
-	if err != nil {
-		return col, err
-	}
-	// kafkaio's option type is unexported; the slice takes its type from the first option.
-	readOpts := sliceOf(kafkaio.ConsumerConfigs(r.props))
-	if r.startMillis != 0 {
-		readOpts = append(readOpts, kafkaio.StartReadTimestamp(r.startMillis))
-	}
-	if k.CommitOffsets {
-		readOpts = append(readOpts, kafkaio.CommitOffsetInFinalize(true))
-	}
-	if k.MaxNumRecords > 0 {
-		readOpts = append(readOpts, kafkaio.MaxNumRecords(k.MaxNumRecords))
-	}
-	if k.MaxReadSecs > 0 {
-		readOpts = append(readOpts, kafkaio.MaxReadSecs(k.MaxReadSecs))
-	}
-	// The cross-language expansion panics when the expansion service fails; report it instead.
-	// The panic text quotes the whole expansion request, consumer properties (which may hold
-	// credentials) included, so only its first line (what was tried where) and its last (the
-	// root cause) are kept.
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", firstAndLastLine(fmt.Sprint(p)))
-		}
-	}()
-	kvs := kafkaio.Read(s, k.ExpansionAddr, k.BootstrapServers, k.Topics, readOpts...)
-	return beam.ParDo(s.Scope("KafkaRecords"), kafkaRecord, kvs), nil
 }
 
 func firstAndLastLine(text string) string {
