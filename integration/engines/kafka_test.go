@@ -1,0 +1,344 @@
+package engines
+
+// The Kafka-to-Cloud-Tasks template (examples/kafka-to-cloudtasks) reading a real Kafka broker
+// through Beam's cross-language KafkaIO: the test produces records with franz-go, the template
+// runs with its own flags, and the in-process Cloud Tasks server dispatches the tasks to a
+// loopback receiver.
+//
+// The Java side of the read needs the broker (KAFKA_BOOTSTRAP_SERVERS) and Beam's Java IO
+// expansion service (BEAM_EXPANSION_ADDR), whose default environment is an EXTERNAL Java
+// worker pool that .ci/engines starts beside it, so no Docker is involved. The Go side runs
+// LOOPBACK in this process. The cases run on prism, and on Flink too when BEAM_FLINK_ENDPOINT
+// is set.
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/template"
+)
+
+// Variables naming the Kafka suite's services; .ci/engines starts them and sets both.
+const (
+	kafkaBootstrapEnv = "KAFKA_BOOTSTRAP_SERVERS"
+	expansionAddrEnv  = "BEAM_EXPANSION_ADDR"
+)
+
+// kafkaEnv is one Kafka case's services: the broker, a client of it, and the expansion service.
+type kafkaEnv struct {
+	Brokers   string
+	Expansion string
+	client    *kgo.Client
+}
+
+// newKafkaEnv skips t, naming the variable, unless both services are given.
+func newKafkaEnv(t *testing.T) *kafkaEnv {
+	t.Helper()
+	env := &kafkaEnv{
+		Brokers:   requireEnv(t, kafkaBootstrapEnv, "the bootstrap servers (host:port) of a Kafka broker"),
+		Expansion: requireEnv(t, expansionAddrEnv, "the address (host:port) of Beam's Java IO expansion service with a Docker-free default environment"),
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(env.Brokers, ",")...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	env.client = cl
+	return env
+}
+
+// kafkaEngines are the engines the Kafka cases run on: prism always, Flink when it is given.
+func kafkaEngines() []engine {
+	engines := []engine{prismEngine()}
+	if ep := os.Getenv(flinkEndpointEnv); ep != "" {
+		engines = append(engines, engine{Name: "Flink", Runner: "flink", Endpoint: ep})
+	}
+	return engines
+}
+
+// newTopic creates a topic with partitions partitions, named after t and unique to the run.
+func (k *kafkaEnv) newTopic(t *testing.T, partitions int32) string {
+	t.Helper()
+	name := fmt.Sprintf("%s-%d", strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()), time.Now().UnixNano())
+	resp, err := kadm.NewClient(k.client).CreateTopic(context.Background(), partitions, 1, nil, name)
+	require.NoError(t, err)
+	require.NoError(t, resp.Err)
+	return name
+}
+
+// produce writes the records to topic, each to the partition its key hashes to (records
+// without a key go round the partitions), and returns them with their partitions and offsets.
+func (k *kafkaEnv) produce(t *testing.T, topic string, records ...*kgo.Record) []*kgo.Record {
+	t.Helper()
+	for _, r := range records {
+		r.Topic = topic
+	}
+	res := k.client.ProduceSync(context.Background(), records...)
+	require.NoError(t, res.FirstErr())
+	return records
+}
+
+// delivery is one request the receiver got.
+type delivery struct {
+	Path    string
+	Body    []byte
+	Headers http.Header
+}
+
+// bodyReceiver is a loopback HTTP target that keeps every request it is sent.
+type bodyReceiver struct {
+	URL string
+
+	mu  sync.Mutex
+	got []delivery
+}
+
+func newBodyReceiver(t *testing.T) *bodyReceiver {
+	t.Helper()
+	r := &bodyReceiver{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		r.got = append(r.got, delivery{Path: req.URL.Path, Body: body, Headers: req.Header.Clone()})
+		r.mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+func (r *bodyReceiver) deliveries() []delivery {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]delivery(nil), r.got...)
+}
+
+// runKafkaTemplate parses the template's flags as its main does, builds the pipeline and runs
+// it on e.
+func runKafkaTemplate(t *testing.T, e engine, args ...string) beam.PipelineResult {
+	t.Helper()
+	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
+	opts := template.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	p, s := beam.NewPipelineWithRoot()
+	require.NoError(t, template.Build(s, *opts))
+	return e.mustRun(t, p)
+}
+
+// templateArgs are the flags pointing the template at k, topic, the server's queue and url;
+// the read stops after maxRecords records, read from the start of the topic.
+func (k *kafkaEnv) templateArgs(ct *cloudTasks, topic, url string, maxRecords int, extra ...string) []string {
+	return append([]string{
+		"--kafka_bootstrap_servers=" + k.Brokers, "--kafka_topics=" + topic, "--expansion_addr=" + k.Expansion,
+		"--kafka_start_offset=earliest", fmt.Sprintf("--kafka_max_records=%d", maxRecords),
+		"--cloudtasks_project=" + ct.Queue.Project, "--cloudtasks_location=" + ct.Queue.Location,
+		"--cloudtasks_queue=" + ct.Queue.Name, "--cloudtasks_emulator_endpoint=" + ct.Addr,
+		"--cloudtasks_http_url=" + url,
+	}, extra...)
+}
+
+func TestKafkaTemplateJSONRecordsBecomeTasksWithTheirBodiesAndHeaders(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			const n = 200
+			topic := k.newTopic(t, 2)
+			var records []*kgo.Record
+			want := map[string]bool{}
+			for i := range n {
+				body := fmt.Sprintf(`{"id":"o-%03d","qty":%d,"note":"東京"}`, i, i)
+				want[body] = true
+				records = append(records, &kgo.Record{Key: []byte(fmt.Sprintf("o-%03d", i)), Value: []byte(body)})
+			}
+			k.produce(t, topic, records...)
+
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			pr := runKafkaTemplate(t, e, k.templateArgs(ct, topic, rcv.URL+"/orders", n,
+				"--format=json", "--task_id_field=id", `--cloudtasks_http_headers={"X-Source":"kafka"}`)...)
+			ct.waitDrained(t)
+
+			got := rcv.deliveries()
+			require.Len(t, got, n, "one delivery per record")
+			for _, d := range got {
+				assert.True(t, want[string(d.Body)], "a body that is not a record: %.80q", d.Body)
+				delete(want, string(d.Body))
+				assert.Equal(t, "/orders", d.Path)
+				assert.Equal(t, "application/json", d.Headers.Get("Content-Type"))
+				assert.Equal(t, "kafka", d.Headers.Get("X-Source"))
+				var rec struct{ ID string }
+				require.NoError(t, json.Unmarshal(d.Body, &rec))
+				assert.Equal(t, cloudtasksio.TaskID(rec.ID), d.Headers.Get("X-CloudTasks-TaskName"), "the task is named by --task_id_field")
+			}
+			assert.Empty(t, want, "records never delivered")
+			if c := sinkCounters(pr, "cloudtasksio"); len(c) > 0 {
+				assert.Equal(t, int64(n), c["numRecordsSend"])
+			} else {
+				t.Logf("%s returned no metrics; checked the server and the receiver only", e.Name)
+			}
+		})
+	}
+}
+
+func TestKafkaTemplateRawRecordsAreSentByteForByte(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			topic := k.newTopic(t, 1)
+			values := [][]byte{[]byte("plain text"), {0x00, 0xff, 0xfe, '\n', 0x01}, []byte("not json {"), {}}
+			var records []*kgo.Record
+			for _, v := range values {
+				records = append(records, &kgo.Record{Value: v}) // no key: Kafka's null key
+			}
+			k.produce(t, topic, records...)
+
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			runKafkaTemplate(t, e, k.templateArgs(ct, topic, rcv.URL+"/raw", len(values),
+				"--cloudtasks_http_method=PUT", `--cloudtasks_http_headers={"Content-Type":"application/octet-stream"}`)...)
+			ct.waitDrained(t)
+
+			var bodies []string
+			for _, d := range rcv.deliveries() {
+				bodies = append(bodies, string(d.Body))
+				assert.Equal(t, "application/octet-stream", d.Headers.Get("Content-Type"))
+			}
+			var want []string
+			for _, v := range values {
+				want = append(want, string(v))
+			}
+			assert.ElementsMatch(t, want, bodies, "each value is the body, unchanged, keyless records included")
+		})
+	}
+}
+
+func TestKafkaTemplateRecordKeyNamesTheTaskSoARereadCreatesNothing(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			const n = 50
+			topic := k.newTopic(t, 2)
+			var records []*kgo.Record
+			for i := range n {
+				records = append(records, &kgo.Record{Key: []byte(fmt.Sprintf("key-%02d", i)), Value: []byte(fmt.Sprintf("value %d", i))})
+			}
+			k.produce(t, topic, records...)
+
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			args := k.templateArgs(ct, topic, rcv.URL+"/keyed", n, "--task_id_from_key")
+			runKafkaTemplate(t, e, args...)
+			ct.waitDrained(t)
+			first := ct.Stats()
+
+			// The whole topic again, from its start: every task name exists (as a tombstone once
+			// dispatched), so the service refuses each create and nothing new is delivered.
+			pr := runKafkaTemplate(t, e, args...)
+			ct.waitDrained(t)
+			second := ct.Stats()
+
+			assert.Equal(t, n, first.TasksCreated, "the first read creates one task per record")
+			assert.Equal(t, n, second.TasksCreated, "the re-read creates nothing")
+			assert.Equal(t, n, second.AlreadyExists-first.AlreadyExists, "every create of the re-read is ALREADY_EXISTS")
+			byTask := map[string]int{}
+			for _, d := range rcv.deliveries() {
+				byTask[d.Headers.Get("X-CloudTasks-TaskName")]++
+			}
+			require.Len(t, byTask, n)
+			for i := range n {
+				assert.Equal(t, 1, byTask[cloudtasksio.TaskID(fmt.Sprintf("key-%02d", i))], "key-%02d delivered once", i)
+			}
+			if c := sinkCounters(pr, "cloudtasksio"); len(c) > 0 {
+				assert.Equal(t, int64(n), c["tasksDeduplicated"], "the re-read counts each record deduplicated")
+			}
+		})
+	}
+}
+
+func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			topic := k.newTopic(t, 2)
+			produced := k.produce(t, topic,
+				&kgo.Record{Key: []byte("good-1"), Value: []byte(`{"id":"good-1"}`)},
+				&kgo.Record{Key: []byte("bad-json"), Value: []byte("not json \xff")},
+				&kgo.Record{Key: []byte("good-2"), Value: []byte(`{"id":"good-2"}`)},
+				&kgo.Record{Key: []byte("no-id"), Value: []byte(`{"qty":1}`)},
+				&kgo.Record{Value: []byte(`["keyless array"]`)},
+			)
+			unreadable := map[string]*kgo.Record{} // by value
+			for _, r := range []*kgo.Record{produced[1], produced[3], produced[4]} {
+				unreadable[string(r.Value)] = r
+			}
+
+			const deadTopic = "projects/engines/topics/kafka-rejected"
+			ps := pstest.NewServer()
+			t.Cleanup(func() { ps.Close() })
+			ctx := context.Background()
+			admin, err := pubsub.NewClient(ctx, "engines", option.WithEndpoint(ps.Addr), option.WithoutAuthentication(),
+				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+			require.NoError(t, err)
+			defer admin.Close()
+			_, err = admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: deadTopic})
+			require.NoError(t, err)
+
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			runKafkaTemplate(t, e, k.templateArgs(ct, topic, rcv.URL+"/orders", len(produced),
+				"--format=json", "--task_id_field=id",
+				"--dead_letter_topic="+deadTopic, "--dead_letter_emulator_endpoint="+ps.Addr)...)
+			ct.waitDrained(t)
+
+			var delivered []string
+			for _, d := range rcv.deliveries() {
+				delivered = append(delivered, string(d.Body))
+			}
+			assert.ElementsMatch(t, []string{`{"id":"good-1"}`, `{"id":"good-2"}`}, delivered)
+
+			msgs := ps.Messages()
+			require.Len(t, msgs, len(unreadable), "one dead letter per unreadable record")
+			for _, m := range msgs {
+				assert.Equal(t, "SERIALIZATION", m.Attributes[deadletter.AttrCode])
+				assert.Equal(t, ct.Queue.Path(), m.Attributes[deadletter.AttrDestination])
+				var rec template.Record
+				require.NoError(t, json.Unmarshal(m.Data, &rec), "the dead letter carries the record as JSON")
+				want, ok := unreadable[string(rec.Value)]
+				require.True(t, ok, "a dead letter of a record that was readable: %.80q", rec.Value)
+				assert.NotContains(t, m.Attributes[deadletter.AttrError], string(rec.Value), "the error never carries the record")
+				assert.Equal(t, topic, rec.Topic)
+				assert.Equal(t, want.Partition, rec.Partition, "partition of %q", want.Value)
+				assert.Equal(t, want.Offset, rec.Offset, "offset of %q", want.Value)
+				assert.Equal(t, want.Key, rec.Key, "key of %q (nil when the record has none)", want.Value)
+				delete(unreadable, string(rec.Value))
+			}
+			assert.Empty(t, unreadable, "unreadable records without a dead letter")
+		})
+	}
+}
