@@ -5,7 +5,6 @@ package engines
 // loopback receiver was sent.
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,18 +14,12 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
@@ -245,15 +238,7 @@ func TestFlinkDeadLettersArePublishedOnceEach(t *testing.T) {
 	ct := newCloudTasks(t)
 	ct.SetRejectFunc(rejectEvery10th)
 	rcv := newReceiver(t)
-	ps := pstest.NewServer()
-	t.Cleanup(func() { ps.Close() })
-	ctx := context.Background()
-	admin, err := pubsub.NewClient(ctx, "engines", option.WithEndpoint(ps.Addr), option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
-	require.NoError(t, err)
-	defer admin.Close()
-	_, err = admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic})
-	require.NoError(t, err)
+	ps := newPubSubTopic(t, topic)
 
 	cfg := ct.httpConfig(rcv.URL + "/orders")
 	cfg.OnFailure = cloudtasksio.DeadLetter

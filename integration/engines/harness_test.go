@@ -19,12 +19,18 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/options/jobopts"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/flink" // registers the "flink" runner
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism" // registers the "prism" runner
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
@@ -238,6 +244,24 @@ func (r *receiver) counts() (byID, byTask map[string]int, total int, bad []strin
 		byTask[k] = v
 	}
 	return byID, byTask, r.total, append([]string(nil), r.bad...)
+}
+
+// newPubSubTopic starts a pstest server, closed when tb ends, holding the topic.
+func newPubSubTopic(tb testing.TB, topic string) *pstest.Server {
+	tb.Helper()
+	ps := pstest.NewServer()
+	tb.Cleanup(func() { ps.Close() })
+	ctx := context.Background()
+	admin, err := pubsub.NewClient(ctx, "engines", option.WithEndpoint(ps.Addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: topic}); err != nil {
+		tb.Fatal(err)
+	}
+	return ps
 }
 
 // --- Input -------------------------------------------------------------------------------

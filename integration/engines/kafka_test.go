@@ -25,17 +25,11 @@ import (
 	"testing"
 	"time"
 
-	"cloud.google.com/go/pubsub/v2"
-	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -299,15 +293,7 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 			}
 
 			const deadTopic = "projects/engines/topics/kafka-rejected"
-			ps := pstest.NewServer()
-			t.Cleanup(func() { ps.Close() })
-			ctx := context.Background()
-			admin, err := pubsub.NewClient(ctx, "engines", option.WithEndpoint(ps.Addr), option.WithoutAuthentication(),
-				option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
-			require.NoError(t, err)
-			defer admin.Close()
-			_, err = admin.TopicAdminClient.CreateTopic(ctx, &pubsubpb.Topic{Name: deadTopic})
-			require.NoError(t, err)
+			ps := newPubSubTopic(t, deadTopic)
 
 			ct := newCloudTasks(t)
 			rcv := newBodyReceiver(t)

@@ -423,69 +423,6 @@ func readLines(r io.Reader) ([]Record, error) {
 	return lines, sc.Err()
 }
 
-// consumerPropertiesOfFlags are the consumer properties that flags of their own set.
-var consumerPropertiesOfFlags = []struct{ property, flag string }{
-	{"bootstrap.servers", "--kafka_bootstrap_servers"},
-	{"group.id", "--kafka_consumer_group"},
-	{"auto.offset.reset", "--kafka_start_offset"},
-	{"enable.auto.commit", "--kafka_commit_offsets"},
-}
-
-// kafkaRead is the checked configuration of the Kafka read.
-type kafkaRead struct {
-	props       map[string]string // consumer properties, bootstrap.servers aside
-	startMillis int64             // StartReadTimestamp; 0: none
-}
-
-// checkKafka checks the Kafka options, naming the flag at fault, and resolves them into the
-// read's configuration.
-func checkKafka(k KafkaOptions) (kafkaRead, error) {
-	var r kafkaRead
-	if k.BootstrapServers == "" {
-		return r, errors.New("--kafka_topics needs --kafka_bootstrap_servers")
-	}
-	if len(k.Topics) == 0 {
-		return r, errors.New("--kafka_bootstrap_servers needs --kafka_topics")
-	}
-	if k.MaxNumRecords < 0 || k.MaxReadSecs < 0 {
-		return r, errors.New("--kafka_max_records and --kafka_max_read_secs must not be negative")
-	}
-	r.props = map[string]string{}
-	for name, v := range k.ConsumerConfig {
-		for _, p := range consumerPropertiesOfFlags {
-			if name == p.property {
-				return r, fmt.Errorf("--kafka_consumer_properties sets %q: use %s instead", name, p.flag)
-			}
-		}
-		r.props[name] = v
-	}
-	if k.ConsumerGroup != "" {
-		r.props["group.id"] = k.ConsumerGroup
-	}
-	if k.CommitOffsets {
-		if k.ConsumerGroup == "" {
-			return r, errors.New("--kafka_commit_offsets commits to a consumer group: it needs --kafka_consumer_group")
-		}
-		// The read commits the offsets when Beam finalizes, not the consumer on its own.
-		r.props["enable.auto.commit"] = "false"
-	}
-	switch k.StartOffset {
-	case "":
-	case "earliest", "latest":
-		r.props["auto.offset.reset"] = k.StartOffset
-	default:
-		t, err := time.Parse(time.RFC3339, k.StartOffset)
-		if err != nil {
-			return r, fmt.Errorf("--kafka_start_offset %q is not accepted; accepted: earliest, latest or an RFC 3339 time such as 2026-05-01T09:30:00Z", k.StartOffset)
-		}
-		if t.UnixMilli() <= 0 {
-			return r, fmt.Errorf("--kafka_start_offset %q is not after 1970", k.StartOffset)
-		}
-		r.startMillis = t.UnixMilli()
-	}
-	return r, nil
-}
-
 func firstAndLastLine(text string) string {
 	var lines []string
 	for _, l := range strings.Split(text, "\n") {
@@ -501,5 +438,3 @@ func firstAndLastLine(text string) string {
 	}
 	return lines[0] + " ... " + lines[len(lines)-1]
 }
-
-func sliceOf[T any](xs ...T) []T { return xs }
