@@ -390,8 +390,10 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 	case status.Code(err) == codes.Unimplemented:
 		log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
 	case err != nil:
-		return fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s; grant cloudtasks.queues.get or set StagedOptions.VerifyQueueRetention to false",
-			queue, engine.OutermostCode(err))
+		code := engine.OutermostCode(err)
+		return fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
+			queue, code, retentionFailureMeaning(code))
 	case !ok && defaultTombstoneTTL < want:
 		return fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 			queue, defaultTombstoneTTL, want)
@@ -401,6 +403,24 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 	}
 	verified.Store(key, struct{}{})
 	return nil
+}
+
+// retentionFailureMeaning says what a failed GetQueue of the retention preflight means and
+// what to do about it, by the outermost status.
+func retentionFailureMeaning(code string) string {
+	switch code {
+	case "PERMISSION_DENIED":
+		return "the sink's identity may not read the queue; grant cloudtasks.queues.get (for example with roles/cloudtasks.viewer) on the queue or its project"
+	case "NOT_FOUND":
+		return "the queue does not exist (check Config.Queue: project, location and name), or it is reactivating after a long idle time; the bundle is retried"
+	case "UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED":
+		return "the service could not be reached or was overloaded; this is transient and the bundle is retried"
+	case "UNAUTHENTICATED":
+		return "the sink's credentials were refused; check Config.ServiceAccountKeyFile or the worker's application-default credentials"
+	case "INVALID_ARGUMENT":
+		return "the service says this is not a valid queue name"
+	}
+	return "the service refused the read"
 }
 
 // compileDelivery checks the delivery guarantee and the staged options.

@@ -612,3 +612,29 @@ func repeatErr(err error, n int) []error {
 	}
 	return out
 }
+
+func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
+	for code, c := range map[codes.Code]struct{ want, notWant string }{
+		codes.PermissionDenied:  {"grant cloudtasks.queues.get", ""},
+		codes.NotFound:          {"does not exist", "cloudtasks.queues.get"},
+		codes.Unavailable:       {"could not be reached", "cloudtasks.queues.get"},
+		codes.DeadlineExceeded:  {"could not be reached", "cloudtasks.queues.get"},
+		codes.Unauthenticated:   {"credentials", "cloudtasks.queues.get"},
+		codes.InvalidArgument:   {"not a valid queue", "cloudtasks.queues.get"},
+		codes.Internal:          {"INTERNAL", "cloudtasks.queues.get"},
+		codes.ResourceExhausted: {"could not be reached", "cloudtasks.queues.get"},
+	} {
+		t.Run(code.String(), func(t *testing.T) {
+			queue := "projects/p/locations/l/queues/preflight-" + strings.ToLower(code.String())
+			err := verifyRetention(context.Background(), &fakeRetention{err: status.Error(code, "secret detail")}, clientSpec{}, queue, time.Hour)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), engine.CodeName(code))
+			assert.Contains(t, err.Error(), c.want)
+			if c.notWant != "" {
+				assert.NotContains(t, err.Error(), c.notWant, "only PERMISSION_DENIED calls for the permission")
+			}
+			assert.Contains(t, err.Error(), "VerifyQueueRetention", "the way out is always named")
+			assert.NotContains(t, err.Error(), "secret detail")
+		})
+	}
+}
