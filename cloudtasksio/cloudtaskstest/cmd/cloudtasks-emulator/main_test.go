@@ -371,6 +371,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// withoutEmulatorVariables drops the variables the emulator reads from env,
+// so that a PORT or HOST set where the tests run does not steer the binary.
+func withoutEmulatorVariables(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		drop := name == "APP_ENGINE_EMULATOR_HOST"
+		for _, ef := range envFlags {
+			drop = drop || name == ef.env
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 func decodeSegment(t *testing.T, s string) string {
 	t.Helper()
 	b, err := base64.RawURLEncoding.DecodeString(s)
@@ -430,6 +447,7 @@ func TestBuiltEmulatorBinary(t *testing.T) {
 	require.NoError(t, build.Run())
 
 	cmd := exec.Command(bin, "-host", "127.0.0.1", "-port", "0", "-queue", queue)
+	cmd.Env = withoutEmulatorVariables(os.Environ())
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -466,14 +484,16 @@ func TestBuiltEmulatorBinary(t *testing.T) {
 		// As a container runtime stops it: the address on stdout, a clean
 		// exit (status 0) on SIGTERM, and the port free afterwards.
 		cmd := exec.Command(bin, "-port", "0", "-queue", queue)
-		stdout, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		stderr, err := cmd.StderrPipe()
-		require.NoError(t, err)
+		cmd.Env = withoutEmulatorVariables(os.Environ())
+		// Pipes of our own, not StdoutPipe: cmd.Wait then returns only once all
+		// the output has been read, so the last log line cannot be lost.
+		outR, outW := io.Pipe()
+		errR, errW := io.Pipe()
+		cmd.Stdout, cmd.Stderr = outW, errW
 		require.NoError(t, cmd.Start())
-		logs := newLogLines(stderr)
-		addr := newLogLines(stdout).wait(t, regexp.MustCompile(`^cloudtasks-emulator listening on (\S+)$`))
-		_, err = dial(t, addr).GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: queue})
+		logs := newLogLines(errR)
+		addr := newLogLines(outR).wait(t, regexp.MustCompile(`^cloudtasks-emulator listening on (\S+)$`))
+		_, err := dial(t, addr).GetQueue(context.Background(), &cloudtaskspb.GetQueueRequest{Name: queue})
 		require.NoError(t, err)
 
 		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
@@ -486,6 +506,8 @@ func TestBuiltEmulatorBinary(t *testing.T) {
 			_ = cmd.Process.Kill()
 			t.Fatal("did not stop on SIGTERM")
 		}
+		_ = outW.Close()
+		_ = errW.Close()
 		logs.wait(t, regexp.MustCompile(`msg="shutting down"`))
 		lis, err := net.Listen("tcp", addr)
 		require.NoError(t, err, "the port is released")
