@@ -4,8 +4,9 @@ import "slices"
 
 // OptionKeys returns every option key ConfigFromOptions accepts that is not a header entry or
 // a format option, in the order of docs/options.md. Header entries are the keys under
-// OptionHeaderPrefixes; format options are "<format>.<option>" (formats.OptionKeys). A template
-// that gives each key a flag of its own can check with this list that it misses none.
+// OptionHeaderPrefixes; format options are "<format>.<option>", such as "csv.field-delimiter"
+// (the Option constants of package formats). A template that gives each key a flag of its own
+// can check with this list that it misses none.
 func OptionKeys() []string { return slices.Clone(fixedOptionKeys) }
 
 // OptionHeaderPrefixes returns the prefixes of the header families, "http.headers." and

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // This file maps the flat option keys of templates and flags (the SQL connector's WITH
@@ -224,7 +225,7 @@ func (p *optionParser) config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	if family == formats.FamilyHTTP {
+	if family == familyHTTP {
 		if cfg.HTTP, err = p.httpTarget(keys, body); err != nil {
 			return Config{}, err
 		}
@@ -253,7 +254,7 @@ func fixedKey(k string) bool { return slices.Contains(fixedOptionKeys, k) }
 
 // formatOptionKey splits "<format>.<option>" for a known format name.
 func formatOptionKey(k string) (format, option string, ok bool) {
-	for _, name := range formats.Names() {
+	for _, name := range bodyformat.Names() {
 		if rest, found := strings.CutPrefix(k, name+"."); found {
 			return name, rest, true
 		}
@@ -274,7 +275,7 @@ func checkKnownKey(k string) error {
 		return nil
 	}
 	if name, option, ok := formatOptionKey(k); ok {
-		accepted, _ := formats.OptionKeys(name)
+		accepted, _ := bodyformat.OptionKeys(name)
 		if slices.Contains(accepted, option) {
 			return nil
 		}
@@ -328,7 +329,7 @@ func describeKey(k string) string {
 	case optStagedExpiredPolicy:
 		return "accepted: " + strings.Join(expiredPolicyValues, ", ")
 	case optFormat:
-		return "accepted: " + strings.Join(formats.Names(), ", ") + " (leave the key out to send no body)"
+		return "accepted: " + strings.Join(bodyformat.Names(), ", ") + " (leave the key out to send no body)"
 	case optHTTPMethod, optAppEngineMethod:
 		return "accepted: " + methodList
 	case optStagedVerify, optPerDestinationStats:
@@ -378,19 +379,19 @@ func (p *optionParser) queue() (Queue, error) {
 }
 
 // targetFamily reads target.type and rejects every key of the other family.
-func (p *optionParser) targetFamily(keys []string) (formats.Family, error) {
-	family := formats.FamilyHTTP
+func (p *optionParser) targetFamily(keys []string) (targetFamily, error) {
+	family := familyHTTP
 	if v, ok := p.get(optTargetType); ok {
 		switch strings.ToLower(v) {
 		case "http":
 		case "app-engine":
-			family = formats.FamilyAppEngine
+			family = familyAppEngine
 		default:
 			return 0, optErr(optTargetType, "value %s is not accepted; accepted: %s", quoteValue(v), strings.Join(targetTypeValues, ", "))
 		}
 	}
 	other, otherName := prefixAppEngine, "app-engine"
-	if family == formats.FamilyAppEngine {
+	if family == familyAppEngine {
 		other, otherName = prefixHTTP, "http"
 	}
 	for _, k := range keys {
@@ -405,7 +406,7 @@ func (p *optionParser) targetFamily(keys []string) (formats.Family, error) {
 func (p *optionParser) format(keys []string) (formats.Format, error) {
 	name, hasName := p.get(optFormat)
 	name = strings.ToLower(name)
-	if hasName && !slices.Contains(formats.Names(), name) {
+	if hasName && !slices.Contains(bodyformat.Names(), name) {
 		return formats.Format{}, optErr(optFormat, "value %s is not a known format; %s", quoteValue(name), describeKey(optFormat))
 	}
 	f := formats.Format{Name: name}
@@ -433,7 +434,7 @@ func (p *optionParser) format(keys []string) (formats.Format, error) {
 			return formats.Format{}, optErr(optFormat, "format avro needs its writer schema in %q (JSON text)", formats.NameAvro+"."+formats.OptionAvroSchema)
 		}
 	}
-	if err := f.Validate(); err != nil {
+	if err := bodyformat.Validate(f); err != nil {
 		// formats names options without the "<format>." prefix; report the flat key it names.
 		key := optFormat
 		for _, k := range optionKeys {
@@ -494,12 +495,12 @@ func (p *optionParser) headers(keys []string, prefix string, appEngine bool) (ma
 
 // checkContentType rejects a Content-Type header that conflicts with the one the format sets.
 func checkContentType(prefix string, headers map[string]string, body formats.Format) error {
-	owned := formats.CanonicalContentType(body)
+	owned := bodyformat.ContentType(body)
 	if owned == "" {
 		return nil
 	}
 	for name, v := range headers {
-		if strings.EqualFold(name, "Content-Type") && !formats.ContentTypeMatches(owned, v) {
+		if strings.EqualFold(name, "Content-Type") && !bodyformat.ContentTypeMatches(owned, v) {
 			return optErr(prefix+name, "conflicts with format %s, which sends Content-Type %s itself (leave the header out)", body.Name, owned)
 		}
 	}

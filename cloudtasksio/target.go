@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // This file holds every rule about what a valid task looks like. The same checks run at
@@ -22,6 +24,49 @@ const (
 	maxHTTPDispatchDL  = 30 * time.Minute
 	maxAppEngineDispDL = 24*time.Hour + 15*time.Second
 )
+
+// targetFamily is a Cloud Tasks target family: the kind of request a task carries.
+type targetFamily int
+
+const (
+	// familyHTTP is an HTTP target: the task is sent to an absolute URL.
+	familyHTTP targetFamily = iota + 1
+	// familyAppEngine is an App Engine target: the task is sent to a handler of an App Engine
+	// application in the queue's project and region.
+	familyAppEngine
+)
+
+// String returns "http" or "app-engine" (the target.type option values).
+func (f targetFamily) String() string {
+	switch f {
+	case familyHTTP:
+		return "http"
+	case familyAppEngine:
+		return "app-engine"
+	}
+	return fmt.Sprintf("targetFamily(%d)", int(f))
+}
+
+// metadataKeys returns the `cloudtasks:"<key>"` metadata keys an element type may carry for
+// targets of family f (docs/metadata.md); a key of the other family is a construction error.
+func (f targetFamily) metadataKeys() []string {
+	switch f {
+	case familyHTTP:
+		return []string{bodyformat.KeyURL, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
+			bodyformat.KeyScheduleTime, bodyformat.KeyTaskID}
+	case familyAppEngine:
+		return []string{bodyformat.KeyRelativeURI, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
+			bodyformat.KeyAppEngineService, bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance,
+			bodyformat.KeyScheduleTime, bodyformat.KeyTaskID}
+	}
+	return nil
+}
+
+// checkMetadata rejects an element type that carries a metadata key targets of family f do
+// not accept, naming the field and the key.
+func (f targetFamily) checkMetadata(s *bodyformat.Schema) error {
+	return s.CheckKeys(f.metadataKeys(), f.String()+" targets")
+}
 
 var methodsByName = map[string]cloudtaskspb.HttpMethod{
 	"POST":    cloudtaskspb.HttpMethod_POST,

@@ -1,6 +1,9 @@
 package cloudtasksio
 
 import (
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 func TestEmulatorEndpointErrorsNameTheField(t *testing.T) {
@@ -142,4 +147,53 @@ func TestBoundedTextCutsOnARuneBoundary(t *testing.T) {
 	assert.True(t, strings.HasSuffix(got, "[truncated]"))
 	assert.True(t, strings.HasPrefix(s, strings.TrimSuffix(got, "...[truncated]")))
 	assert.Equal(t, "short", boundedText("short", 100))
+}
+
+// The family rules of the metadata keys live here, not in the formats machinery: bodyformat
+// only checks a schema against the list its caller gives. The table is DESIGN's metadata table.
+func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
+	both := []targetFamily{familyHTTP, familyAppEngine}
+	accepted := map[string][]targetFamily{
+		bodyformat.KeyURL:               {familyHTTP},
+		bodyformat.KeyRelativeURI:       {familyAppEngine},
+		bodyformat.KeyHTTPMethod:        both,
+		bodyformat.KeyHeaders:           both,
+		bodyformat.KeyAppEngineService:  {familyAppEngine},
+		bodyformat.KeyAppEngineVersion:  {familyAppEngine},
+		bodyformat.KeyAppEngineInstance: {familyAppEngine},
+		bodyformat.KeyScheduleTime:      both,
+		bodyformat.KeyTaskID:            both,
+	}
+	assert.ElementsMatch(t, bodyformat.Keys(), slices.Collect(maps.Keys(accepted)), "every metadata key has a row")
+	for key, families := range accepted {
+		for _, f := range both {
+			assert.Equal(t, slices.Contains(families, f), slices.Contains(f.metadataKeys(), key), "key %q, %s targets", key, f)
+		}
+	}
+	assert.NotContains(t, familyHTTP.metadataKeys(), "nope")
+	assert.Nil(t, targetFamily(0).metadataKeys())
+
+	type withURL struct {
+		Body string
+		U    string `cloudtasks:"url"`
+	}
+	type withRelativeURI struct {
+		R string `cloudtasks:"relative-uri"`
+	}
+	schemaOf := func(v any) *bodyformat.Schema {
+		s, err := bodyformat.NewSchema(reflect.TypeOf(v))
+		require.NoError(t, err)
+		return s
+	}
+	assert.NoError(t, familyHTTP.checkMetadata(schemaOf(withURL{})))
+	assert.NoError(t, familyAppEngine.checkMetadata(schemaOf(withRelativeURI{})))
+	err := familyAppEngine.checkMetadata(schemaOf(withURL{}))
+	assert.ErrorContains(t, err, `field U (cloudtasks:"url")`)
+	assert.ErrorContains(t, err, "key is not accepted by app-engine targets")
+	err = familyHTTP.checkMetadata(schemaOf(withRelativeURI{}))
+	assert.ErrorContains(t, err, `field R (cloudtasks:"relative-uri")`)
+	assert.ErrorContains(t, err, "key is not accepted by http targets")
+
+	assert.Equal(t, "app-engine", familyAppEngine.String())
+	assert.Equal(t, "http", familyHTTP.String())
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // Failure codes of elements that reach the failure policy.
@@ -40,8 +41,8 @@ type taskBuilder struct {
 	http      *HTTPTarget
 	appEngine *AppEngineTarget
 	method    cloudtaskspb.HttpMethod // the fixed method of a declarative target
-	schema    *formats.Schema         // declarative targets only
-	encoder   formats.Encoder         // nil: no body format
+	schema    *bodyformat.Schema      // declarative targets only
+	encoder   *bodyformat.Encoder     // nil: no body format
 	serialize reflectx.Func1x2        // Serializer
 	taskID    reflectx.Func1x2        // TaskIDFn
 	now       func() time.Time
@@ -60,20 +61,20 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		b.serialize = reflectx.ToFunc1x2(spec.Serializer.Fn)
 		return b, nil
 	}
-	schema, err := formats.NewSchema(elem)
+	schema, err := bodyformat.NewSchema(elem)
 	if err != nil {
 		return nil, fmt.Errorf("cloudtasksio: element type %v cannot be used with a declarative target: %w", elem, err)
 	}
 	b.schema = schema
-	if schema.Has(formats.KeyTaskID) && spec.TaskIDFn != nil {
-		return nil, fmt.Errorf("cloudtasksio: Config.TaskIDFn and the %q field of %v both name tasks; keep one", formats.KeyTaskID, elem)
+	if schema.Has(bodyformat.KeyTaskID) && spec.TaskIDFn != nil {
+		return nil, fmt.Errorf("cloudtasksio: Config.TaskIDFn and the %q field of %v both name tasks; keep one", bodyformat.KeyTaskID, elem)
 	}
 	var body formats.Format
 	var fixedHeaders map[string]string
 	switch {
 	case spec.HTTP != nil:
 		t := spec.HTTP
-		if err := schema.CheckFamily(formats.FamilyHTTP); err != nil {
+		if err := familyHTTP.checkMetadata(schema); err != nil {
 			return nil, fmt.Errorf("cloudtasksio: HTTPTarget: %w", err)
 		}
 		if b.method, err = parseMethod("cloudtasksio: HTTPTarget.Method", t.Method); err != nil {
@@ -84,7 +85,7 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 			if err := checkURL("cloudtasksio: HTTPTarget.URL", t.URL); err != nil {
 				return nil, err
 			}
-		case !schema.Has(formats.KeyURL):
+		case !schema.Has(bodyformat.KeyURL):
 			return nil, fmt.Errorf("cloudtasksio: HTTPTarget.URL is empty and %v has no `cloudtasks:\"url\"` field", elem)
 		}
 		if err := checkHeaders("cloudtasksio: HTTPTarget.Headers", t.Headers, false); err != nil {
@@ -105,7 +106,7 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		body, fixedHeaders = t.Body, t.Headers
 	case spec.AppEngine != nil:
 		t := spec.AppEngine
-		if err := schema.CheckFamily(formats.FamilyAppEngine); err != nil {
+		if err := familyAppEngine.checkMetadata(schema); err != nil {
 			return nil, fmt.Errorf("cloudtasksio: AppEngineTarget: %w", err)
 		}
 		if b.method, err = parseMethod("cloudtasksio: AppEngineTarget.Method", t.Method); err != nil {
@@ -122,10 +123,10 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		return nil, errors.New("cloudtasksio: no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
 	}
 	if !body.IsZero() {
-		if err := body.Validate(); err != nil {
+		if err := bodyformat.Validate(body); err != nil {
 			return nil, fmt.Errorf("cloudtasksio: body format: %w", err)
 		}
-		if b.encoder, err = body.NewEncoder(schema); err != nil {
+		if b.encoder, err = bodyformat.NewEncoder(body, schema); err != nil {
 			return nil, fmt.Errorf("cloudtasksio: body format %q cannot encode %v: %w", body.Name, elem, err)
 		}
 		if _, err := withContentType("cloudtasksio: target Headers", fixedHeaders, b.encoder.ContentType()); err != nil {
@@ -158,7 +159,7 @@ func (e *elementBuilders) forElement(elem any) (*taskBuilder, error) {
 
 // build returns the task for elem without a name, or nil when the element is skipped. An
 // *elementFailure goes to the failure policy; any other error fails the bundle.
-func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *formats.Metadata, error) {
+func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata, error) {
 	if b.serialize != nil {
 		out, err := call1x2(b.serialize, elem)
 		if err != nil {
@@ -197,7 +198,7 @@ func (b *taskBuilder) check(task *cloudtaskspb.Task) error {
 	return nil
 }
 
-func (b *taskBuilder) elementMethod(md *formats.Metadata) (cloudtaskspb.HttpMethod, error) {
+func (b *taskBuilder) elementMethod(md *bodyformat.Metadata) (cloudtaskspb.HttpMethod, error) {
 	if md.Method == "" {
 		return b.method, nil
 	}
@@ -215,7 +216,7 @@ func (b *taskBuilder) body(elem any, carries bool) ([]byte, string, error) {
 	return body, b.encoder.ContentType(), nil
 }
 
-func (b *taskBuilder) headers(fixed map[string]string, md *formats.Metadata, contentType string) (map[string]string, error) {
+func (b *taskBuilder) headers(fixed map[string]string, md *bodyformat.Metadata, contentType string) (map[string]string, error) {
 	h := mergeHeaders(fixed, md.Headers)
 	if len(md.Headers) > 0 {
 		if err := checkHeaders("headers field", md.Headers, b.appEngine != nil); err != nil {
@@ -225,7 +226,7 @@ func (b *taskBuilder) headers(fixed map[string]string, md *formats.Metadata, con
 	return withContentType("headers", h, contentType)
 }
 
-func (b *taskBuilder) schedule(task *cloudtaskspb.Task, md *formats.Metadata) {
+func (b *taskBuilder) schedule(task *cloudtaskspb.Task, md *bodyformat.Metadata) {
 	if !md.ScheduleTime.IsZero() {
 		task.ScheduleTime = timestamppb.New(md.ScheduleTime)
 	}
@@ -233,7 +234,7 @@ func (b *taskBuilder) schedule(task *cloudtaskspb.Task, md *formats.Metadata) {
 
 // requestParts resolves what both target families share: the element's method, the body
 // (only when carries says the method has one) and the merged headers.
-func (b *taskBuilder) requestParts(elem any, md *formats.Metadata, fixedHeaders map[string]string,
+func (b *taskBuilder) requestParts(elem any, md *bodyformat.Metadata, fixedHeaders map[string]string,
 	carries func(cloudtaskspb.HttpMethod) bool) (cloudtaskspb.HttpMethod, []byte, map[string]string, error) {
 	method, err := b.elementMethod(md)
 	if err != nil {
@@ -250,7 +251,7 @@ func (b *taskBuilder) requestParts(elem any, md *formats.Metadata, fixedHeaders 
 	return method, body, headers, nil
 }
 
-func (b *taskBuilder) buildHTTP(elem any, md *formats.Metadata) (*cloudtaskspb.Task, error) {
+func (b *taskBuilder) buildHTTP(elem any, md *bodyformat.Metadata) (*cloudtaskspb.Task, error) {
 	t := b.http
 	method, body, headers, err := b.requestParts(elem, md, t.Headers, httpCarriesBody)
 	if err != nil {
@@ -276,7 +277,7 @@ func (b *taskBuilder) buildHTTP(elem any, md *formats.Metadata) (*cloudtaskspb.T
 	return task, nil
 }
 
-func (b *taskBuilder) buildAppEngine(elem any, md *formats.Metadata) (*cloudtaskspb.Task, error) {
+func (b *taskBuilder) buildAppEngine(elem any, md *bodyformat.Metadata) (*cloudtaskspb.Task, error) {
 	t := b.appEngine
 	method, body, headers, err := b.requestParts(elem, md, t.Headers, appEngineCarriesBody)
 	if err != nil {
@@ -309,7 +310,7 @@ func (b *taskBuilder) buildAppEngine(elem any, md *formats.Metadata) (*cloudtask
 // key returns the deduplication key of elem, or ok == false when tasks are not named. A
 // failing TaskIDFn goes to the failure policy; an empty key fails the bundle, because it
 // would fail for every element alike.
-func (b *taskBuilder) key(elem any, md *formats.Metadata, task *cloudtaskspb.Task) (key string, ok bool, err error) {
+func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.Task) (key string, ok bool, err error) {
 	switch {
 	case b.taskID != nil:
 		out, err := call1x2(b.taskID, elem)
@@ -323,7 +324,7 @@ func (b *taskBuilder) key(elem any, md *formats.Metadata, task *cloudtaskspb.Tas
 		return key, true, nil
 	case md != nil && md.HasTaskID:
 		if md.TaskID == "" {
-			return "", false, fmt.Errorf("cloudtasksio: the %q field of %v is empty; every named task needs a non-empty key", formats.KeyTaskID, b.schema.Type())
+			return "", false, fmt.Errorf("cloudtasksio: the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())
 		}
 		return md.TaskID, true, nil
 	}
@@ -378,7 +379,7 @@ func withContentType(field string, headers map[string]string, contentType string
 	out := make(map[string]string, len(headers)+1)
 	for k, v := range headers {
 		if strings.EqualFold(k, "Content-Type") {
-			if !formats.ContentTypeMatches(contentType, v) {
+			if !bodyformat.ContentTypeMatches(contentType, v) {
 				return nil, fmt.Errorf("%s set a Content-Type other than %q, which the body format sends (a different media type, or parameters)", field, contentType)
 			}
 			continue

@@ -1,22 +1,21 @@
-// Package formats turns Go struct elements into Cloud Tasks request bodies and reads the
-// request metadata (URL, method, headers, routing, schedule time, task id) that an element
-// carries in fields tagged `cloudtasks:"<key>"`.
+// Package formats names the body formats of a Cloud Tasks task: how the body fields of a Go
+// struct element become the request body. A Format is plain data (a name and options), built
+// with one of the five constructors, JSON, FormURLEncoded, CSV, Raw and Avro, and adjusted
+// with With; it goes into HTTPTarget.Body or AppEngineTarget.Body of package cloudtasksio, or
+// into the "format" option key of cloudtasksio.ConfigFromOptions.
 //
-// NewSchema splits an element type into body fields and metadata fields; a Format (json,
-// form-urlencoded, csv, raw, avro) checks the body fields once with NewEncoder and then encodes
-// elements. Everything that can be checked from the Go type is checked at construction, so a
-// pipeline with an element type its format cannot encode fails before it runs. The package
-// does not depend on Beam.
+// Fields of the element tagged `cloudtasks:"<key>"` are request metadata (URL, method,
+// headers, routing, schedule time, task id) and never reach the body; docs/metadata.md lists
+// the keys. Everything that can be checked from the element's Go type and the format is
+// checked when the pipeline is constructed (cloudtasksio.TryWrite), so an element type that
+// its format cannot encode, an unknown option or a bad option value fails before the pipeline
+// runs, with an error naming the field or option. docs/formats.md describes each format.
 package formats
 
-import (
-	"fmt"
-	"slices"
-	"strings"
-)
+import "maps"
 
 // Format names a body encoding and its options. It is plain data so that it survives the
-// serialization of a Beam DoFn; the encoder itself is built on the worker by NewEncoder.
+// serialization of a Beam DoFn; the encoder itself is built on the worker.
 //
 // The zero Format means "no body": the task is created without one.
 type Format struct {
@@ -36,6 +35,19 @@ const (
 	NameAvro           = "avro"
 )
 
+// Option keys of the csv format (Format.Options keys; the flat option form prefixes them with
+// "csv.", for example "csv.field-delimiter").
+const (
+	OptionCSVFieldDelimiter        = "field-delimiter"
+	OptionCSVNullLiteral           = "null-literal"
+	OptionCSVQuoteCharacter        = "quote-character"
+	OptionCSVDisableQuoteCharacter = "disable-quote-character"
+)
+
+// OptionAvroSchema is the avro format's option key holding the schema as JSON text (flat option
+// form: "avro.schema").
+const OptionAvroSchema = "schema"
+
 // JSON encodes the body fields of an element as one JSON object with encoding/json semantics
 // (json tag names, omitempty, ",string", custom marshalers, HTML-safe escaping), in declaration
 // order; metadata fields never appear. A plain string or []byte element is encoded as one JSON
@@ -45,9 +57,9 @@ func JSON() Format { return Format{Name: NameJSON} }
 
 // FormURLEncoded encodes the body fields as an application/x-www-form-urlencoded body and sets
 // that Content-Type itself. Body fields must be string, []string or []*string, or pointers to
-// them; any other type is rejected by NewEncoder (convert it to a string field). Fields appear
-// in declaration order, a slice repeats the field name once per entry, a nil pointer or an
-// empty slice adds nothing, "" is kept as "name=", and a nil entry in a []*string fails the
+// them; any other type is rejected at construction (convert it to a string field). Fields
+// appear in declaration order, a slice repeats the field name once per entry, a nil pointer or
+// an empty slice adds nothing, "" is kept as "name=", and a nil entry in a []*string fails the
 // element. Names and values are encoded byte by byte: letters, digits and "*-._" stay, space
 // becomes '+', everything else becomes %XX (uppercase).
 func FormURLEncoded() Format { return Format{Name: NameFormURLEncoded} }
@@ -67,9 +79,9 @@ func Raw() Format { return Format{Name: NameRaw} }
 
 // Avro encodes the body fields as one Avro datum in binary encoding (no container file, no
 // schema fingerprint) with the given writer schema (JSON text). For a struct element the
-// schema must be a record whose fields match the body fields one to one by name; NewEncoder
-// checks every field's Go type against its Avro type. Map entries are written in sorted key
-// order, so equal elements give equal bytes. It sets no Content-Type.
+// schema must be a record whose fields match the body fields one to one by name; every field's
+// Go type is checked against its Avro type at construction. Map entries are written in sorted
+// key order, so equal elements give equal bytes. It sets no Content-Type.
 func Avro(schema string) Format {
 	return Format{Name: NameAvro, Options: map[string]string{OptionAvroSchema: schema}}
 }
@@ -77,150 +89,12 @@ func Avro(schema string) Format {
 // IsZero reports whether f is the zero Format, which sends no body.
 func (f Format) IsZero() bool { return f.Name == "" && len(f.Options) == 0 }
 
-// With returns a copy of f with the option key set to value; f itself is not modified.
+// With returns a copy of f with the option key set to value; f itself is not modified. Keys
+// are not checked here: an unknown key or a bad value is reported at pipeline construction,
+// naming the key.
 func (f Format) With(key, value string) Format {
 	opts := make(map[string]string, len(f.Options)+1)
-	for k, v := range f.Options {
-		opts[k] = v
-	}
+	maps.Copy(opts, f.Options)
 	opts[key] = value
 	return Format{Name: f.Name, Options: opts}
-}
-
-// FormContentType is the Content-Type the form-urlencoded format sets on every task it encodes.
-const FormContentType = "application/x-www-form-urlencoded"
-
-// Option keys of the csv format (Format.Options keys; the flat option form prefixes them with
-// "csv.", for example "csv.field-delimiter").
-const (
-	OptionCSVFieldDelimiter        = "field-delimiter"
-	OptionCSVNullLiteral           = "null-literal"
-	OptionCSVQuoteCharacter        = "quote-character"
-	OptionCSVDisableQuoteCharacter = "disable-quote-character"
-)
-
-// OptionAvroSchema is the avro format's option key holding the schema as JSON text (flat option
-// form: "avro.schema").
-const OptionAvroSchema = "schema"
-
-// optionKeys lists the option keys each format accepts.
-var optionKeys = map[string][]string{
-	NameJSON:           nil,
-	NameFormURLEncoded: nil,
-	NameCSV: {OptionCSVFieldDelimiter, OptionCSVNullLiteral, OptionCSVQuoteCharacter,
-		OptionCSVDisableQuoteCharacter},
-	NameRaw:  nil,
-	NameAvro: {OptionAvroSchema},
-}
-
-// Names returns the names of the built-in formats.
-func Names() []string {
-	return []string{NameJSON, NameFormURLEncoded, NameCSV, NameRaw, NameAvro}
-}
-
-// OptionKeys returns the option keys the named format accepts (without the "<name>." prefix of
-// the flat option form) and whether the format exists. A format without options returns an
-// empty list and true.
-func OptionKeys(name string) ([]string, bool) {
-	keys, ok := optionKeys[name]
-	return append([]string(nil), keys...), ok
-}
-
-// Validate checks the format's name, its option keys and their values without looking at any
-// element type. The zero Format (no body) is valid. Errors name the offending option key.
-func (f Format) Validate() error {
-	_, err := f.settings()
-	return err
-}
-
-// settings validates f and returns its parsed per-format settings.
-func (f Format) settings() (any, error) {
-	if f.Name == "" {
-		if len(f.Options) > 0 {
-			return nil, fmt.Errorf("formats: options given without a format name")
-		}
-		return nil, nil
-	}
-	keys, ok := optionKeys[f.Name]
-	if !ok {
-		return nil, fmt.Errorf("formats: unknown format %q; known formats: %s", f.Name, strings.Join(Names(), ", "))
-	}
-	for k := range f.Options {
-		if !slices.Contains(keys, k) {
-			if len(keys) == 0 {
-				return nil, fmt.Errorf("formats: format %s: unknown option %q; it takes no options", f.Name, k)
-			}
-			return nil, fmt.Errorf("formats: format %s: unknown option %q; known options: %s", f.Name, k, strings.Join(keys, ", "))
-		}
-	}
-	switch f.Name {
-	case NameCSV:
-		return parseCSVOptions(f.Options)
-	case NameAvro:
-		return parseAvroOptions(f.Options)
-	}
-	return nil, nil
-}
-
-// Encoder turns one element into body bytes. An Encoder is built once (per worker) by
-// Format.NewEncoder and used for many elements; the built-in encoders are safe for concurrent use.
-type Encoder interface {
-	// Encode returns the body for one element of the schema's type. A failure specific to the
-	// element (for example a nil entry in a form field's slice) is an error naming the field,
-	// never containing the element's data.
-	Encode(elem any) ([]byte, error)
-	// ContentType returns the Content-Type the format sets itself (FormContentType for
-	// form-urlencoded), or "" when the target's headers decide.
-	ContentType() string
-}
-
-// NewEncoder validates f and the schema's body fields for the format and returns an encoder.
-// Errors name the offending option key or body field. The zero Format returns an encoder that
-// produces no body (nil).
-func (f Format) NewEncoder(s *Schema) (Encoder, error) {
-	if s == nil {
-		return nil, fmt.Errorf("formats: NewEncoder needs a schema")
-	}
-	settings, err := f.settings()
-	if err != nil {
-		return nil, err
-	}
-	switch f.Name {
-	case "":
-		return noBody{}, nil
-	case NameJSON:
-		return newJSONEncoder(s)
-	case NameFormURLEncoded:
-		return newFormEncoder(s)
-	case NameCSV:
-		return newCSVEncoder(s, settings.(csvOptions))
-	case NameRaw:
-		return newRawEncoder(s)
-	case NameAvro:
-		return newAvroEncoder(s, settings.(avroOptions))
-	}
-	return nil, fmt.Errorf("formats: unknown format %q", f.Name)
-}
-
-// noBody is the encoder of the zero Format.
-type noBody struct{}
-
-func (noBody) Encode(any) ([]byte, error) { return nil, nil }
-func (noBody) ContentType() string        { return "" }
-
-// CanonicalContentType returns the Content-Type the format sets on every task itself
-// (FormContentType for form-urlencoded), or "" for formats that leave it to the headers.
-func CanonicalContentType(f Format) string {
-	if f.Name == NameFormURLEncoded {
-		return FormContentType
-	}
-	return ""
-}
-
-// ContentTypeMatches reports whether a Content-Type header value supplied by the user is
-// equivalent to the one a format owns: the same media type compared case-insensitively, with
-// surrounding spaces ignored. A value with parameters (such as "; charset=UTF-8") does not
-// match. Callers replace a matching value with the canonical spelling and reject any other.
-func ContentTypeMatches(owned, value string) bool {
-	return owned != "" && strings.EqualFold(strings.TrimSpace(value), owned)
 }

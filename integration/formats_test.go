@@ -14,7 +14,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // These tests write one element per body format through cloudtasksio.Write on prism, with the
@@ -115,7 +115,7 @@ func TestFormatFormURLEncodedBodyOnPrism(t *testing.T) {
 
 	req := task.GetHttpRequest()
 	assert.Equal(t, "note=%E6%9D%B1%E4%BA%AC+%2B+pickup&tags=a%26b&tags=c%3Dd&empty=&item%5B0%5D.sku=x+y*", string(req.GetBody()))
-	assert.Equal(t, formats.FormContentType, req.GetHeaders()["Content-Type"], "the format sets its Content-Type itself")
+	assert.Equal(t, bodyformat.FormContentType, req.GetHeaders()["Content-Type"], "the format sets its Content-Type itself")
 }
 
 func TestFormatCSVBodyOnPrism(t *testing.T) {
@@ -178,7 +178,7 @@ func fmtFormHeadersFor(kind string) fmtFormHeaders {
 	case "conflict": // another media type: the element fails
 		return fmtFormHeaders{Note: &note, Headers: map[string]string{"Content-Type": "text/plain"}}
 	case "parameters": // a parameter makes it a different value: the element fails
-		return fmtFormHeaders{Note: &note, Headers: map[string]string{"Content-Type": formats.FormContentType + "; charset=UTF-8"}}
+		return fmtFormHeaders{Note: &note, Headers: map[string]string{"Content-Type": bodyformat.FormContentType + "; charset=UTF-8"}}
 	}
 	return fmtFormHeaders{} // "null": every body field nil, no headers
 }
@@ -210,7 +210,7 @@ func TestFormatFormHeaderPrecedenceOnPrism(t *testing.T) {
 		byBody[string(task.GetHttpRequest().GetBody())] = task.GetHttpRequest().GetHeaders()
 	}
 	assert.Equal(t, map[string]map[string]string{
-		"note=equal": {"Content-Type": formats.FormContentType, "x-trace": "element", "X-Fixed": "kept"},
-		"":           {"Content-Type": formats.FormContentType, "X-Trace": "fixed", "X-Fixed": "kept"},
+		"note=equal": {"Content-Type": bodyformat.FormContentType, "x-trace": "element", "X-Fixed": "kept"},
+		"":           {"Content-Type": bodyformat.FormContentType, "X-Trace": "fixed", "X-Fixed": "kept"},
 	}, byBody, "an all-nil element still gets the form Content-Type, with an empty body")
 }

@@ -1,9 +1,14 @@
-package formats
+package bodyformat
 
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
+
+// rawSpec is the raw row of the format table: no options, no Content-Type.
+var rawSpec = spec{name: formats.NameRaw, parse: withoutOptions(newRawEncoder)}
 
 // rawEncoder sends the single string or []byte body field as the body.
 type rawEncoder struct {
@@ -11,7 +16,7 @@ type rawEncoder struct {
 	field Field
 }
 
-func newRawEncoder(s *Schema) (Encoder, error) {
+func newRawEncoder(s *Schema) (encoder, error) {
 	if len(s.body) != 1 {
 		names := make([]string, len(s.body))
 		for i, f := range s.body {
@@ -37,5 +42,3 @@ func (e *rawEncoder) Encode(elem any) ([]byte, error) {
 	}
 	return fv.Bytes(), nil
 }
-
-func (e *rawEncoder) ContentType() string { return "" }

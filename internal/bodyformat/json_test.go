@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 type jsonOrder struct {
@@ -29,7 +31,7 @@ type jsonLine struct {
 }
 
 func TestJSONEncodesOnlyBodyFieldsInOrder(t *testing.T) {
-	enc := encoderFor[jsonOrder](t, JSON())
+	enc := encoderFor[jsonOrder](t, formats.JSON())
 	got := encodeString(t, enc, jsonOrder{
 		OrderID: "42", Amount: 12.5, Count: 3,
 		Trace: map[string]string{"X-Trace-Id": "t"}, Key: "k", Internal: "hidden",
@@ -52,7 +54,7 @@ func TestJSONHonoursFieldMarshalers(t *testing.T) {
 		Name upper     `json:"name"`
 		At   time.Time `json:"at"`
 	}
-	enc := encoderFor[elem](t, JSON())
+	enc := encoderFor[elem](t, formats.JSON())
 	got := encodeString(t, enc, elem{Name: "x", At: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)})
 	assert.Equal(t, `{"name":"UP:x","at":"2024-05-06T07:08:09Z"}`, got)
 }
@@ -60,14 +62,14 @@ func TestJSONHonoursFieldMarshalers(t *testing.T) {
 func TestJSONPlainElements(t *testing.T) {
 	s, err := NewSchema(reflect.TypeFor[string]())
 	require.NoError(t, err)
-	enc, err := JSON().NewEncoder(s)
+	enc, err := NewEncoder(formats.JSON(), s)
 	require.NoError(t, err)
 	assert.Equal(t, `"a\"b"`, encodeString(t, enc, `a"b`))
 
 	type onlyMeta struct {
 		U string `cloudtasks:"url"`
 	}
-	enc = encoderFor[onlyMeta](t, JSON())
+	enc = encoderFor[onlyMeta](t, formats.JSON())
 	assert.Equal(t, `{}`, encodeString(t, enc, onlyMeta{U: "https://x.test"}))
 }
 
@@ -82,7 +84,7 @@ func TestJSONElementErrorsNameTheFieldNotTheData(t *testing.T) {
 		Fine  string           `json:"fine"`
 		Token failingMarshaler `json:"token"`
 	}
-	enc := encoderFor[elem](t, JSON())
+	enc := encoderFor[elem](t, formats.JSON())
 	_, err := enc.Encode(elem{Fine: "private-data"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `field Token (body name "token")`)
@@ -90,7 +92,7 @@ func TestJSONElementErrorsNameTheFieldNotTheData(t *testing.T) {
 	assert.NotContains(t, err.Error(), "private-data")
 
 	type num struct{ Ratio float64 }
-	enc = encoderFor[num](t, JSON())
+	enc = encoderFor[num](t, formats.JSON())
 	_, err = enc.Encode(num{Ratio: math.Inf(1)})
 	assert.ErrorContains(t, err, "field Ratio")
 }
@@ -107,7 +109,7 @@ func TestJSONRejectsUnencodableTypes(t *testing.T) {
 		t.Run(field, func(t *testing.T) {
 			s, err := NewSchema(typ)
 			require.NoError(t, err)
-			_, err = JSON().NewEncoder(s)
+			_, err = NewEncoder(formats.JSON(), s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "json: field "+field+":")
 		})

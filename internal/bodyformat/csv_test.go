@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"reflect"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 type csvRow struct {
@@ -20,7 +22,7 @@ type csvRow struct {
 }
 
 func TestCSVDefaultOptions(t *testing.T) {
-	enc := encoderFor[csvRow](t, CSV())
+	enc := encoderFor[csvRow](t, formats.CSV())
 	got := encodeString(t, enc, csvRow{ID: "A-1", Qty: -3, Price: 12.5, Paid: true, Note: ptr(`say "hi", bye`), Ratio: ptr(float32(0.25)), Target: "https://x.test"})
 	assert.Equal(t, `A-1,-3,12.5,true,"say ""hi"", bye",0.25`, got)
 	assert.Equal(t, "", enc.ContentType())
@@ -35,7 +37,7 @@ func TestCSVDefaultOptions(t *testing.T) {
 }
 
 func TestCSVCustomDelimiterAndNullLiteral(t *testing.T) {
-	f := CSV().With(OptionCSVFieldDelimiter, ";").With(OptionCSVNullLiteral, "NULL")
+	f := formats.CSV().With(formats.OptionCSVFieldDelimiter, ";").With(formats.OptionCSVNullLiteral, "NULL")
 	enc := encoderFor[csvRow](t, f)
 	got := encodeString(t, enc, csvRow{ID: "a;b", Qty: 7, Price: 0.5, Note: nil, Ratio: nil})
 	assert.Equal(t, `"a;b";7;0.5;false;NULL;NULL`, got)
@@ -46,14 +48,14 @@ func TestCSVCustomDelimiterAndNullLiteral(t *testing.T) {
 }
 
 func TestCSVTabDelimiterAndQuoteCharacter(t *testing.T) {
-	f := CSV().With(OptionCSVFieldDelimiter, `\t`).With(OptionCSVQuoteCharacter, "'")
+	f := formats.CSV().With(formats.OptionCSVFieldDelimiter, `\t`).With(formats.OptionCSVQuoteCharacter, "'")
 	enc := encoderFor[csvRow](t, f)
 	got := encodeString(t, enc, csvRow{ID: "it's", Note: ptr("a\tb"), Price: 2})
 	assert.Equal(t, "'it''s'\t0\t2\tfalse\t'a\tb'\t", got)
 }
 
 func TestCSVDisabledQuoting(t *testing.T) {
-	f := CSV().With(OptionCSVDisableQuoteCharacter, "true")
+	f := formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "true")
 	enc := encoderFor[csvRow](t, f)
 	assert.Equal(t, `say "hi",1,0,false,,`, encodeString(t, enc, csvRow{ID: `say "hi"`, Qty: 1}))
 	_, err := enc.Encode(csvRow{ID: "secret,value"})
@@ -73,7 +75,7 @@ func TestCSVScalarTypes(t *testing.T) {
 		Tiny  float64
 		Level upper // a string type with a JSON marshaler is still a string
 	}
-	enc := encoderFor[kinds](t, CSV())
+	enc := encoderFor[kinds](t, formats.CSV())
 	at := time.Date(2024, 5, 6, 7, 8, 9, 500, time.UTC)
 	got := encodeString(t, enc, kinds{At: at, AtPtr: &at, Blob: []byte{0, 1, 2, 0xff}, Big: 18446744073709551615, Small: -8, F32: 0.1, Tiny: 1e-7, Level: "hi"})
 	assert.Equal(t, "2024-05-06T07:08:09.0000005Z,2024-05-06T07:08:09.0000005Z,AAEC/w==,18446744073709551615,-8,0.1,1e-07,hi", got)
@@ -84,7 +86,7 @@ func TestCSVScalarTypes(t *testing.T) {
 func TestCSVPlainElement(t *testing.T) {
 	s, err := NewSchema(reflect.TypeFor[string]())
 	require.NoError(t, err)
-	enc, err := CSV().NewEncoder(s)
+	enc, err := NewEncoder(formats.CSV(), s)
 	require.NoError(t, err)
 	assert.Equal(t, `"a,b"`, encodeString(t, enc, "a,b"))
 }
@@ -102,7 +104,7 @@ func TestCSVRejectsNonScalarFields(t *testing.T) {
 		t.Run(field, func(t *testing.T) {
 			s, err := NewSchema(typ)
 			require.NoError(t, err)
-			_, err = CSV().NewEncoder(s)
+			_, err = NewEncoder(formats.CSV(), s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "csv: field "+field+" has Go type")
 		})
@@ -111,23 +113,23 @@ func TestCSVRejectsNonScalarFields(t *testing.T) {
 
 func TestCSVRejectsBadOptions(t *testing.T) {
 	cases := []struct {
-		f    Format
+		f    formats.Format
 		want string
 	}{
-		{CSV().With(OptionCSVFieldDelimiter, ""), `"field-delimiter" must be exactly one character`},
-		{CSV().With(OptionCSVFieldDelimiter, ";;"), `"field-delimiter" must be exactly one character`},
-		{CSV().With(OptionCSVFieldDelimiter, "\n"), `"field-delimiter" must not be a line break`},
-		{CSV().With(OptionCSVQuoteCharacter, "ab"), `"quote-character" must be exactly one character`},
-		{CSV().With(OptionCSVFieldDelimiter, `"`), `"field-delimiter" and "quote-character" must differ`},
-		{CSV().With(OptionCSVDisableQuoteCharacter, "sometimes"), `"disable-quote-character" must be true or false`},
-		{CSV().With(OptionCSVDisableQuoteCharacter, "true").With(OptionCSVQuoteCharacter, "'"), `"quote-character" and "disable-quote-character"=true`},
-		{CSV().With(OptionCSVNullLiteral, "a,b"), `"null-literal" must not contain`},
-		{CSV().With("escape-character", `\`), `unknown option "escape-character"`},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, ""), `"field-delimiter" must be exactly one character`},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, ";;"), `"field-delimiter" must be exactly one character`},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, "\n"), `"field-delimiter" must not be a line break`},
+		{formats.CSV().With(formats.OptionCSVQuoteCharacter, "ab"), `"quote-character" must be exactly one character`},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, `"`), `"field-delimiter" and "quote-character" must differ`},
+		{formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "sometimes"), `"disable-quote-character" must be true or false`},
+		{formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "true").With(formats.OptionCSVQuoteCharacter, "'"), `"quote-character" and "disable-quote-character"=true`},
+		{formats.CSV().With(formats.OptionCSVNullLiteral, "a,b"), `"null-literal" must not contain`},
+		{formats.CSV().With("escape-character", `\`), `unknown option "escape-character"`},
 	}
 	for _, c := range cases {
-		err := c.f.Validate()
+		err := Validate(c.f)
 		require.Error(t, err, c.f.Options)
 		assert.Contains(t, err.Error(), c.want)
 	}
-	assert.NoError(t, CSV().With(OptionCSVDisableQuoteCharacter, "false").With(OptionCSVQuoteCharacter, "'").Validate())
+	assert.NoError(t, Validate(formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "false").With(formats.OptionCSVQuoteCharacter, "'")))
 }

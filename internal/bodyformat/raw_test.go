@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"reflect"
@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 func TestRawSendsTheSingleBodyFieldAsGiven(t *testing.T) {
@@ -13,7 +15,7 @@ func TestRawSendsTheSingleBodyFieldAsGiven(t *testing.T) {
 		Body string `json:"body"`
 		URL  string `cloudtasks:"url"`
 	}
-	enc := encoderFor[text](t, Raw())
+	enc := encoderFor[text](t, formats.Raw())
 	assert.Equal(t, "a=1&b=%2\x00ü", encodeString(t, enc, text{Body: "a=1&b=%2\x00ü", URL: "https://x.test"}))
 	assert.Equal(t, "", enc.ContentType())
 
@@ -21,7 +23,7 @@ func TestRawSendsTheSingleBodyFieldAsGiven(t *testing.T) {
 		Data []byte
 		Key  string `cloudtasks:"task-id"`
 	}
-	benc := encoderFor[binary](t, Raw())
+	benc := encoderFor[binary](t, formats.Raw())
 	b, err := benc.Encode(binary{Data: []byte{0xff, 0x00, 0x01}})
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0xff, 0x00, 0x01}, b)
@@ -29,7 +31,7 @@ func TestRawSendsTheSingleBodyFieldAsGiven(t *testing.T) {
 	for _, elem := range []any{"plain", []byte("plain")} {
 		s, err := NewSchema(reflect.TypeOf(elem))
 		require.NoError(t, err)
-		enc, err := Raw().NewEncoder(s)
+		enc, err := NewEncoder(formats.Raw(), s)
 		require.NoError(t, err)
 		assert.Equal(t, "plain", encodeString(t, enc, elem))
 	}
@@ -53,7 +55,7 @@ func TestRawRejections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := NewSchema(c.typ)
 			require.NoError(t, err)
-			_, err = Raw().NewEncoder(s)
+			_, err = NewEncoder(formats.Raw(), s)
 			assert.ErrorContains(t, err, c.want)
 		})
 	}

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"encoding/csv"
@@ -10,6 +10,8 @@ import (
 	"github.com/hamba/avro/v2"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 // fuzzForm has names that need escaping themselves.
@@ -24,7 +26,7 @@ func FuzzFormEncode(f *testing.F) {
 	f.Add("東京 + pickup", "urgent", "gift", "books,sale", true)
 	f.Add("", "", "a=1&b=2", "%zz", false)
 	f.Add("*-._~", "\x00\xff", " ", "+", true)
-	enc, err := FormURLEncoded().NewEncoder(mustSchema[fuzzForm]())
+	enc, err := NewEncoder(formats.FormURLEncoded(), mustSchema[fuzzForm]())
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, a, b1, b2, c string, hasC bool) {
 		elem := fuzzForm{A: a, B: []string{b1, b2}, U: "https://not-in-body.test"}
@@ -68,8 +70,8 @@ func FuzzCSVRoundTrip(f *testing.F) {
 	delimiters := []rune{',', ';', '\t', '|'}
 	f.Fuzz(func(t *testing.T, a, b, c string, d uint8) {
 		delim := delimiters[int(d)%len(delimiters)]
-		format := CSV().With(OptionCSVFieldDelimiter, string(delim)).With(OptionCSVNullLiteral, "NULL")
-		enc, err := format.NewEncoder(mustSchema[fuzzCSV]())
+		format := formats.CSV().With(formats.OptionCSVFieldDelimiter, string(delim)).With(formats.OptionCSVNullLiteral, "NULL")
+		enc, err := NewEncoder(format, mustSchema[fuzzCSV]())
 		require.NoError(t, err)
 		body, err := enc.Encode(fuzzCSV{a, b, c})
 		require.NoError(t, err)
@@ -95,7 +97,7 @@ func mustSchema[T any]() *Schema {
 func FuzzAvroRoundTrip(f *testing.F) {
 	f.Add("A1", int32(-3), int64(300), "hi", true, "x")
 	f.Add("", int32(0), int64(-1<<63), "", false, "")
-	enc, err := Avro(orderSchema).NewEncoder(mustSchema[avroOrder]())
+	enc, err := NewEncoder(formats.Avro(orderSchema), mustSchema[avroOrder]())
 	require.NoError(f, err)
 	sch, err := avro.Parse(orderSchema)
 	require.NoError(f, err)
@@ -131,14 +133,14 @@ func FuzzCSVOptions(f *testing.F) {
 	f.Add(`\t`, "", `"`, "false")
 	f.Add("ab", ",", "", "true")
 	f.Fuzz(func(t *testing.T, delim, null, quote, disable string) {
-		format := CSV()
-		for k, v := range map[string]string{OptionCSVFieldDelimiter: delim, OptionCSVNullLiteral: null,
-			OptionCSVQuoteCharacter: quote, OptionCSVDisableQuoteCharacter: disable} {
+		format := formats.CSV()
+		for k, v := range map[string]string{formats.OptionCSVFieldDelimiter: delim, formats.OptionCSVNullLiteral: null,
+			formats.OptionCSVQuoteCharacter: quote, formats.OptionCSVDisableQuoteCharacter: disable} {
 			if v != "" {
 				format = format.With(k, v)
 			}
 		}
-		enc, err := format.NewEncoder(mustSchema[fuzzCSV]())
+		enc, err := NewEncoder(format, mustSchema[fuzzCSV]())
 		if err != nil {
 			return
 		}

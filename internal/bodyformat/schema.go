@@ -1,89 +1,57 @@
-package formats
+package bodyformat
 
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 )
 
 // Metadata keys: the values of a `cloudtasks:"<key>"` struct tag. A field carrying one of these
-// tags is request metadata: it configures the task's request and never reaches the body.
+// tags is request metadata: it configures the task's request and never reaches the body. Which
+// keys a target accepts is the caller's rule, passed to Schema.CheckKeys.
 const (
-	// KeyURL (HTTP targets, type string) overrides the target's fixed URL; empty keeps it.
+	// KeyURL (type string) overrides the target's fixed URL; empty keeps it.
 	KeyURL = "url"
-	// KeyRelativeURI (App Engine targets, type string) overrides the fixed relative URI; empty keeps it.
+	// KeyRelativeURI (type string) overrides the fixed relative URI; empty keeps it.
 	KeyRelativeURI = "relative-uri"
-	// KeyHTTPMethod (both families, type string) overrides the method, case-insensitively; empty keeps it.
+	// KeyHTTPMethod (type string) overrides the method, case-insensitively; empty keeps it.
 	KeyHTTPMethod = "http-method"
-	// KeyHeaders (both families, type map[string]string) adds headers, replacing fixed headers
-	// of the same case-insensitive name.
+	// KeyHeaders (type map[string]string) adds headers, replacing fixed headers of the same
+	// case-insensitive name.
 	KeyHeaders = "headers"
-	// KeyAppEngineService (App Engine, type *string) selects the service: nil keeps the fixed
+	// KeyAppEngineService (type *string) selects the App Engine service: nil keeps the fixed
 	// routing, "" clears it.
 	KeyAppEngineService = "app-engine-service"
-	// KeyAppEngineVersion (App Engine, type *string) selects the version: nil keeps the fixed
+	// KeyAppEngineVersion (type *string) selects the App Engine version: nil keeps the fixed
 	// routing, "" clears it.
 	KeyAppEngineVersion = "app-engine-version"
-	// KeyAppEngineInstance (App Engine, type *string) selects the instance: nil keeps the fixed
+	// KeyAppEngineInstance (type *string) selects the App Engine instance: nil keeps the fixed
 	// routing, "" clears it.
 	KeyAppEngineInstance = "app-engine-instance"
-	// KeyScheduleTime (both families, type time.Time) delays dispatch until that instant; the
-	// zero time means "as soon as possible".
+	// KeyScheduleTime (type time.Time) delays dispatch until that instant; the zero time means
+	// "as soon as possible".
 	KeyScheduleTime = "schedule-time"
-	// KeyTaskID (both families, type string) is the key a named task's id is derived from. Its
-	// presence on the element type turns naming on for the whole sink.
+	// KeyTaskID (type string) is the key a named task's id is derived from. Its presence on the
+	// element type turns naming on for the whole sink.
 	KeyTaskID = "task-id"
 )
 
 // TagName is the struct tag that marks a metadata field: `cloudtasks:"<key>"`.
 const TagName = "cloudtasks"
 
-// Family is a Cloud Tasks target family. Some metadata keys only make sense for one of them.
-type Family int
-
-const (
-	// FamilyHTTP is an HTTP target: the task is sent to an absolute URL.
-	FamilyHTTP Family = iota + 1
-	// FamilyAppEngine is an App Engine target: the task is sent to a handler of an App Engine
-	// application in the queue's project and region.
-	FamilyAppEngine
-)
-
-// String returns "http" or "app-engine" (the target.type option values).
-func (f Family) String() string {
-	switch f {
-	case FamilyHTTP:
-		return "http"
-	case FamilyAppEngine:
-		return "app-engine"
-	}
-	return fmt.Sprintf("Family(%d)", int(f))
-}
-
-// keySpec describes one metadata key: which families accept it and which Go type it needs.
+// keySpec is one row of the metadata key table: a key and the Go type its field needs.
 type keySpec struct {
-	http, appEngine bool
-	want            string // the Go type, as shown in errors and docs
-	fits            func(reflect.Type) bool
+	key  string
+	want string // the Go type, as shown in errors and docs
+	fits func(reflect.Type) bool
 }
 
 var timeType = reflect.TypeFor[time.Time]()
 
 func isStringKind(t reflect.Type) bool { return t.Kind() == reflect.String }
-
-var keySpecs = map[string]keySpec{
-	KeyURL:               {http: true, want: "string", fits: isStringKind},
-	KeyRelativeURI:       {appEngine: true, want: "string", fits: isStringKind},
-	KeyHTTPMethod:        {http: true, appEngine: true, want: "string", fits: isStringKind},
-	KeyHeaders:           {http: true, appEngine: true, want: "map[string]string", fits: isStringMap},
-	KeyAppEngineService:  {appEngine: true, want: "*string", fits: isStringPtr},
-	KeyAppEngineVersion:  {appEngine: true, want: "*string", fits: isStringPtr},
-	KeyAppEngineInstance: {appEngine: true, want: "*string", fits: isStringPtr},
-	KeyScheduleTime:      {http: true, appEngine: true, want: "time.Time", fits: func(t reflect.Type) bool { return t == timeType }},
-	KeyTaskID:            {http: true, appEngine: true, want: "string", fits: isStringKind},
-}
 
 func isStringMap(t reflect.Type) bool {
 	return t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String
@@ -93,25 +61,26 @@ func isStringPtr(t reflect.Type) bool {
 	return t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.String
 }
 
-// Keys returns every metadata key, in the order of the documentation table.
-func Keys() []string {
-	return []string{KeyURL, KeyRelativeURI, KeyHTTPMethod, KeyHeaders, KeyAppEngineService,
-		KeyAppEngineVersion, KeyAppEngineInstance, KeyScheduleTime, KeyTaskID}
+// keySpecs is the metadata key table, in the order of the documentation table.
+var keySpecs = []keySpec{
+	{KeyURL, "string", isStringKind},
+	{KeyRelativeURI, "string", isStringKind},
+	{KeyHTTPMethod, "string", isStringKind},
+	{KeyHeaders, "map[string]string", isStringMap},
+	{KeyAppEngineService, "*string", isStringPtr},
+	{KeyAppEngineVersion, "*string", isStringPtr},
+	{KeyAppEngineInstance, "*string", isStringPtr},
+	{KeyScheduleTime, "time.Time", func(t reflect.Type) bool { return t == timeType }},
+	{KeyTaskID, "string", isStringKind},
 }
 
-// KeyAllowed reports whether the metadata key is accepted by targets of family f. It is false
-// for unknown keys.
-func KeyAllowed(key string, f Family) bool {
-	spec, ok := keySpecs[key]
-	switch {
-	case !ok:
-		return false
-	case f == FamilyHTTP:
-		return spec.http
-	case f == FamilyAppEngine:
-		return spec.appEngine
+// Keys returns every metadata key, in the order of the documentation table.
+func Keys() []string {
+	keys := make([]string, len(keySpecs))
+	for i, k := range keySpecs {
+		keys[i] = k.key
 	}
-	return false
+	return keys
 }
 
 // Field is one body field of an element type.
@@ -219,14 +188,14 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 
 func (s *Schema) addMeta(sf reflect.StructField, index int, key string) error {
 	where := fmt.Sprintf("field %s (%s:%q) of %s", sf.Name, TagName, key, s.typ)
-	spec, known := keySpecs[key]
-	if !known {
+	i := slices.IndexFunc(keySpecs, func(k keySpec) bool { return k.key == key })
+	if i < 0 {
 		return fmt.Errorf("formats: %s: unknown metadata key; known keys: %s", where, strings.Join(Keys(), ", "))
 	}
 	if !sf.IsExported() {
 		return fmt.Errorf("formats: %s: a metadata field must be exported", where)
 	}
-	if !spec.fits(sf.Type) {
+	if spec := keySpecs[i]; !spec.fits(sf.Type) {
 		return fmt.Errorf("formats: %s: has Go type %s, want %s", where, sf.Type, spec.want)
 	}
 	if prev, dup := s.byKey[key]; dup {
@@ -305,17 +274,14 @@ func (s *Schema) MetadataKeys() []string {
 	return keys
 }
 
-// CheckFamily reports an error naming the field and key when the element type carries a
-// metadata key that targets of family f do not accept (for example `url` on an App Engine
-// target).
-func (s *Schema) CheckFamily(f Family) error {
-	if f != FamilyHTTP && f != FamilyAppEngine {
-		return fmt.Errorf("formats: unknown target family %d", int(f))
-	}
+// CheckKeys reports an error naming the field and key when the element type carries a
+// metadata key that is not in allowed. by names what accepts the keys, for the message (for
+// example "app-engine targets": "key is not accepted by app-engine targets").
+func (s *Schema) CheckKeys(allowed []string, by string) error {
 	for _, m := range s.meta {
-		if !KeyAllowed(m.key, f) {
-			return fmt.Errorf("formats: field %s (%s:%q) of %s: key is not accepted by %s targets",
-				m.goName, TagName, m.key, s.typ, f)
+		if !slices.Contains(allowed, m.key) {
+			return fmt.Errorf("formats: field %s (%s:%q) of %s: key is not accepted by %s",
+				m.goName, TagName, m.key, s.typ, by)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"encoding"
@@ -6,7 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
+
+// jsonSpec is the json row of the format table: no options, no Content-Type.
+var jsonSpec = spec{name: formats.NameJSON, parse: withoutOptions(newJSONEncoder)}
 
 // jsonEncoder encodes the body fields as one JSON object. It copies them into a struct type
 // that holds only the body fields, with their original json tags, and hands that to
@@ -17,7 +22,7 @@ type jsonEncoder struct {
 	bodyType reflect.Type // nil for a plain element
 }
 
-func newJSONEncoder(s *Schema) (Encoder, error) {
+func newJSONEncoder(s *Schema) (encoder, error) {
 	for _, f := range s.body {
 		if err := checkJSONType(f.Type, map[reflect.Type]bool{}); err != nil {
 			return nil, fmt.Errorf("formats: json: %s: %w", f.describe(), err)
@@ -134,5 +139,3 @@ func jsonErrorKind(err error) string {
 	}
 	return "encoding failed"
 }
-
-func (e *jsonEncoder) ContentType() string { return "" }

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"math/big"
@@ -9,6 +9,8 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 const orderSchema = `{
@@ -34,7 +36,7 @@ type avroOrder struct {
 }
 
 func TestAvroBytesOfAKnownElement(t *testing.T) {
-	enc := encoderFor[avroOrder](t, Avro(orderSchema))
+	enc := encoderFor[avroOrder](t, formats.Avro(orderSchema))
 	got, err := enc.Encode(avroOrder{ID: "A1", Qty: -3, Total: 300, Tags: []string{"x"}, Paid: true, Target: "https://x.test"})
 	require.NoError(t, err)
 	want := []byte{
@@ -100,7 +102,7 @@ type richElem struct {
 }
 
 func TestAvroRoundTripsThroughHamba(t *testing.T) {
-	enc := encoderFor[richElem](t, Avro(richSchema))
+	enc := encoderFor[richElem](t, formats.Avro(richSchema))
 	at := time.Date(2024, 5, 6, 7, 8, 9, 123456000, time.UTC)
 	day := time.Date(2024, 5, 6, 0, 0, 0, 0, time.UTC)
 	elem := richElem{
@@ -147,7 +149,7 @@ func TestAvroMapKeysAreWrittenInSortedOrder(t *testing.T) {
 	type m struct {
 		Attrs map[string]int32 `json:"attrs"`
 	}
-	enc := encoderFor[m](t, Avro(`{"type":"record","name":"M","fields":[{"name":"attrs","type":{"type":"map","values":"int"}}]}`))
+	enc := encoderFor[m](t, formats.Avro(`{"type":"record","name":"M","fields":[{"name":"attrs","type":{"type":"map","values":"int"}}]}`))
 	for range 5 {
 		b, err := enc.Encode(m{Attrs: map[string]int32{"b": 1, "a": 2, "c": 3}})
 		require.NoError(t, err)
@@ -158,10 +160,10 @@ func TestAvroMapKeysAreWrittenInSortedOrder(t *testing.T) {
 func TestAvroPlainElement(t *testing.T) {
 	s, err := NewSchema(reflect.TypeFor[string]())
 	require.NoError(t, err)
-	enc, err := Avro(`"string"`).NewEncoder(s)
+	enc, err := NewEncoder(formats.Avro(`"string"`), s)
 	require.NoError(t, err)
 	assert.Equal(t, "\x06abc", encodeString(t, enc, "abc"))
-	_, err = Avro(`"long"`).NewEncoder(s)
+	_, err = NewEncoder(formats.Avro(`"long"`), s)
 	assert.ErrorContains(t, err, "the element value: Go type string does not fit avro long")
 }
 
@@ -172,7 +174,7 @@ type avroNode struct {
 
 func TestAvroRecursiveRecord(t *testing.T) {
 	schema := `{"type":"record","name":"Node","fields":[{"name":"value","type":"string"},{"name":"next","type":["null","Node"]}]}`
-	enc := encoderFor[avroNode](t, Avro(schema))
+	enc := encoderFor[avroNode](t, formats.Avro(schema))
 	b, err := enc.Encode(avroNode{Value: "a", Next: &avroNode{Value: "b"}})
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0x02, 'a', 0x02, 0x02, 'b', 0x00}, b)
@@ -188,7 +190,7 @@ func TestAvroUnionPicksTheFirstFittingBranch(t *testing.T) {
 	type u struct {
 		Who person `json:"who"`
 	}
-	enc := encoderFor[u](t, Avro(schema))
+	enc := encoderFor[u](t, formats.Avro(schema))
 	b, err := enc.Encode(u{Who: person{Name: "z"}})
 	require.NoError(t, err)
 	assert.Equal(t, []byte{0x02, 0x02, 'z'}, b)
@@ -204,7 +206,7 @@ func TestAvroElementErrorsNameTheFieldNotTheData(t *testing.T) {
 		Small  int64   `json:"small"`
 		Must   *string `json:"must"`
 	}
-	enc := encoderFor[e](t, Avro(schema))
+	enc := encoderFor[e](t, formats.Avro(schema))
 	_, err := enc.Encode(e{Status: "private-status", Must: ptr("")})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `field Status (body name "status"): the value is not a symbol of enum S`)
@@ -273,7 +275,7 @@ func TestAvroConstructionRejections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := NewSchema(c.typ)
 			require.NoError(t, err)
-			_, err = Avro(c.schema).NewEncoder(s)
+			_, err = NewEncoder(formats.Avro(c.schema), s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})
@@ -281,14 +283,14 @@ func TestAvroConstructionRejections(t *testing.T) {
 }
 
 func TestAvroRejectsBadSchemaOption(t *testing.T) {
-	assert.ErrorContains(t, Avro("").Validate(), `option "schema" is required`)
-	assert.ErrorContains(t, Format{Name: NameAvro}.Validate(), `option "schema" is required`)
-	assert.ErrorContains(t, Avro(`{"type":"record","name":"R"}`).Validate(), `option "schema" does not parse`)
-	assert.ErrorContains(t, Avro(`{"type":"nope"}`).Validate(), `option "schema" does not parse`)
-	assert.ErrorContains(t, Avro(`"string"`).With("codec", "snappy").Validate(), `unknown option "codec"`)
-	assert.NoError(t, Avro(orderSchema).Validate())
+	assert.ErrorContains(t, Validate(formats.Avro("")), `option "schema" is required`)
+	assert.ErrorContains(t, Validate(formats.Format{Name: formats.NameAvro}), `option "schema" is required`)
+	assert.ErrorContains(t, Validate(formats.Avro(`{"type":"record","name":"R"}`)), `option "schema" does not parse`)
+	assert.ErrorContains(t, Validate(formats.Avro(`{"type":"nope"}`)), `option "schema" does not parse`)
+	assert.ErrorContains(t, Validate(formats.Avro(`"string"`).With("codec", "snappy")), `unknown option "codec"`)
+	assert.NoError(t, Validate(formats.Avro(orderSchema)))
 	// The same record name in two schemas does not clash.
-	assert.NoError(t, Avro(`{"type":"record","name":"Order","fields":[{"name":"x","type":"int"}]}`).Validate())
+	assert.NoError(t, Validate(formats.Avro(`{"type":"record","name":"Order","fields":[{"name":"x","type":"int"}]}`)))
 }
 
 func TestAvroRejectsAnEmbeddedStructInANestedRecord(t *testing.T) {
@@ -300,6 +302,6 @@ func TestAvroRejectsAnEmbeddedStructInANestedRecord(t *testing.T) {
 		C nested `json:"c"`
 	}
 	schema := `{"type":"record","name":"R","fields":[{"name":"c","type":{"type":"record","name":"C","fields":[{"name":"name","type":"string"}]}}]}`
-	_, err := Avro(schema).NewEncoder(schemaOf[elem](t))
+	_, err := NewEncoder(formats.Avro(schema), schemaOf[elem](t))
 	assert.ErrorContains(t, err, `field C (body name "c"): embedded field inner is not supported`)
 }

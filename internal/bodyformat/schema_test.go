@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"reflect"
@@ -102,9 +102,9 @@ func TestMetadataConvertsNamedTypes(t *testing.T) {
 func TestMetadataRejectsOtherElementTypes(t *testing.T) {
 	s := schemaOf[everyKey](t)
 	_, err := s.Metadata("not an order")
-	assert.ErrorContains(t, err, "element has type string, want formats.everyKey")
+	assert.ErrorContains(t, err, "element has type string, want bodyformat.everyKey")
 	_, err = s.Metadata((*everyKey)(nil))
-	assert.ErrorContains(t, err, "nil *formats.everyKey")
+	assert.ErrorContains(t, err, "nil *bodyformat.everyKey")
 	_, err = s.Metadata(nil)
 	assert.ErrorContains(t, err, "element is nil")
 }
@@ -237,7 +237,7 @@ func TestSchemaIgnoresEmbeddedFieldsJSONIgnores(t *testing.T) {
 	_ = elem{inner: inner{}, id: ""}
 }
 
-func TestCheckFamily(t *testing.T) {
+func TestCheckKeys(t *testing.T) {
 	type httpOnly struct {
 		Body string
 		U    string `cloudtasks:"url"`
@@ -253,22 +253,21 @@ func TestCheckFamily(t *testing.T) {
 		T time.Time         `cloudtasks:"schedule-time"`
 		K string            `cloudtasks:"task-id"`
 	}
-	assert.NoError(t, schemaOf[httpOnly](t).CheckFamily(FamilyHTTP))
-	assert.NoError(t, schemaOf[appEngineOnly](t).CheckFamily(FamilyAppEngine))
-	assert.NoError(t, schemaOf[shared](t).CheckFamily(FamilyHTTP))
-	assert.NoError(t, schemaOf[shared](t).CheckFamily(FamilyAppEngine))
+	// The caller's rule: which keys its target accepts.
+	common := []string{KeyHTTPMethod, KeyHeaders, KeyScheduleTime, KeyTaskID}
+	httpKeys := append([]string{KeyURL}, common...)
+	appEngineKeys := append([]string{KeyRelativeURI, KeyAppEngineService, KeyAppEngineVersion, KeyAppEngineInstance}, common...)
+	assert.NoError(t, schemaOf[httpOnly](t).CheckKeys(httpKeys, "http targets"))
+	assert.NoError(t, schemaOf[appEngineOnly](t).CheckKeys(appEngineKeys, "app-engine targets"))
+	assert.NoError(t, schemaOf[shared](t).CheckKeys(httpKeys, "http targets"))
+	assert.NoError(t, schemaOf[shared](t).CheckKeys(appEngineKeys, "app-engine targets"))
 
-	err := schemaOf[httpOnly](t).CheckFamily(FamilyAppEngine)
+	err := schemaOf[httpOnly](t).CheckKeys(appEngineKeys, "app-engine targets")
 	assert.ErrorContains(t, err, `field U (cloudtasks:"url")`)
 	assert.ErrorContains(t, err, "app-engine targets")
-	err = schemaOf[appEngineOnly](t).CheckFamily(FamilyHTTP)
+	err = schemaOf[appEngineOnly](t).CheckKeys(httpKeys, "http targets")
 	assert.ErrorContains(t, err, `field R (cloudtasks:"relative-uri")`)
 	assert.ErrorContains(t, err, "http targets")
-	for _, key := range []string{KeyAppEngineService, KeyAppEngineVersion, KeyAppEngineInstance} {
-		assert.False(t, KeyAllowed(key, FamilyHTTP), key)
-		assert.True(t, KeyAllowed(key, FamilyAppEngine), key)
-	}
-	assert.False(t, KeyAllowed("nope", FamilyHTTP))
-	assert.Error(t, schemaOf[shared](t).CheckFamily(Family(0)))
-	assert.Equal(t, "app-engine", FamilyAppEngine.String())
+	assert.Error(t, schemaOf[shared](t).CheckKeys(nil, "this target"), "no key allowed")
+	assert.NoError(t, schemaOf[everyKey](t).CheckKeys(Keys(), "any target"))
 }

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"bytes"
@@ -10,7 +10,23 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
+
+// csvSpec is the csv row of the format table: four options, no Content-Type.
+var csvSpec = spec{
+	name: formats.NameCSV,
+	options: []string{formats.OptionCSVFieldDelimiter, formats.OptionCSVNullLiteral, formats.OptionCSVQuoteCharacter,
+		formats.OptionCSVDisableQuoteCharacter},
+	parse: func(opts map[string]string) (newEncoder, error) {
+		o, err := parseCSVOptions(opts)
+		if err != nil {
+			return nil, err
+		}
+		return func(s *Schema) (encoder, error) { return newCSVEncoder(s, o) }, nil
+	},
+}
 
 // csvOptions are the parsed options of the csv format.
 type csvOptions struct {
@@ -21,26 +37,26 @@ type csvOptions struct {
 
 func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 	o := csvOptions{delimiter: ',', quote: '"'}
-	if v, ok := opts[OptionCSVFieldDelimiter]; ok {
-		r, err := csvChar(OptionCSVFieldDelimiter, v)
+	if v, ok := opts[formats.OptionCSVFieldDelimiter]; ok {
+		r, err := csvChar(formats.OptionCSVFieldDelimiter, v)
 		if err != nil {
 			return o, err
 		}
 		o.delimiter = r
 	}
 	disable := false
-	if v, ok := opts[OptionCSVDisableQuoteCharacter]; ok {
+	if v, ok := opts[formats.OptionCSVDisableQuoteCharacter]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, fmt.Errorf("formats: csv: option %q must be true or false", OptionCSVDisableQuoteCharacter)
+			return o, fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter)
 		}
 		disable = b
 	}
-	if v, ok := opts[OptionCSVQuoteCharacter]; ok {
+	if v, ok := opts[formats.OptionCSVQuoteCharacter]; ok {
 		if disable {
-			return o, fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", OptionCSVQuoteCharacter, OptionCSVDisableQuoteCharacter)
+			return o, fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
 		}
-		r, err := csvChar(OptionCSVQuoteCharacter, v)
+		r, err := csvChar(formats.OptionCSVQuoteCharacter, v)
 		if err != nil {
 			return o, err
 		}
@@ -50,11 +66,11 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 		o.quote = 0
 	}
 	if o.quote == o.delimiter {
-		return o, fmt.Errorf("formats: csv: options %q and %q must differ", OptionCSVFieldDelimiter, OptionCSVQuoteCharacter)
+		return o, fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
 	}
-	if v, ok := opts[OptionCSVNullLiteral]; ok {
+	if v, ok := opts[formats.OptionCSVNullLiteral]; ok {
 		if strings.ContainsRune(v, o.delimiter) || strings.ContainsAny(v, "\r\n") || o.quote != 0 && strings.ContainsRune(v, o.quote) {
-			return o, fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", OptionCSVNullLiteral)
+			return o, fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral)
 		}
 		o.null = v
 	}
@@ -92,7 +108,7 @@ type csvEncoder struct {
 	fields []csvField
 }
 
-func newCSVEncoder(s *Schema, o csvOptions) (Encoder, error) {
+func newCSVEncoder(s *Schema, o csvOptions) (encoder, error) {
 	e := &csvEncoder{s: s, o: o}
 	for _, f := range s.body {
 		w, ok := csvWriterOf(f.Type)
@@ -240,5 +256,3 @@ func (e *csvEncoder) appendField(out, text []byte) ([]byte, error) {
 	}
 	return utf8.AppendRune(out, e.o.quote), nil
 }
-
-func (e *csvEncoder) ContentType() string { return "" }

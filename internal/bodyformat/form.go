@@ -1,9 +1,15 @@
-package formats
+package bodyformat
 
 import (
 	"fmt"
 	"reflect"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
+
+// formSpec is the form-urlencoded row of the format table: no options, and it sets
+// FormContentType.
+var formSpec = spec{name: formats.NameFormURLEncoded, contentType: FormContentType, parse: withoutOptions(newFormEncoder)}
 
 // formKind is how one body field becomes form pairs.
 type formKind int
@@ -27,7 +33,7 @@ type formEncoder struct {
 	fields []formField
 }
 
-func newFormEncoder(s *Schema) (Encoder, error) {
+func newFormEncoder(s *Schema) (encoder, error) {
 	if s.plain {
 		return nil, fmt.Errorf("formats: form-urlencoded: element type %s has no field names; use a struct with string or []string fields", s.typ)
 	}
@@ -103,8 +109,6 @@ func (e *formEncoder) Encode(elem any) ([]byte, error) {
 	}
 	return out, nil
 }
-
-func (e *formEncoder) ContentType() string { return FormContentType }
 
 // AppendFormEscape appends s to dst in application/x-www-form-urlencoded encoding: ASCII
 // letters, digits and the four characters * - . _ stay as they are, a space becomes '+', and

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"reflect"
@@ -7,16 +7,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
-func encoderFor[T any](t *testing.T, f Format) Encoder {
+func encoderFor[T any](t *testing.T, f formats.Format) *Encoder {
 	t.Helper()
-	enc, err := f.NewEncoder(schemaOf[T](t))
+	enc, err := NewEncoder(f, schemaOf[T](t))
 	require.NoError(t, err)
 	return enc
 }
 
-func encodeString(t *testing.T, enc Encoder, elem any) string {
+func encodeString(t *testing.T, enc *Encoder, elem any) string {
 	t.Helper()
 	b, err := enc.Encode(elem)
 	require.NoError(t, err)
@@ -36,7 +38,7 @@ type formOrder struct {
 }
 
 func TestFormEncodesReferenceRow(t *testing.T) {
-	enc := encoderFor[formOrder](t, FormURLEncoded())
+	enc := encoderFor[formOrder](t, formats.FormURLEncoded())
 	got := encodeString(t, enc, formOrder{
 		OrderID: "42", Note: "東京 + pickup", Tags: []string{"urgent", "gift"},
 		Categories: ptr("books,sale"), Target: "https://api.example.com/orders",
@@ -47,7 +49,7 @@ func TestFormEncodesReferenceRow(t *testing.T) {
 }
 
 func TestFormKeepsEmptyStringAndOmitsNulls(t *testing.T) {
-	enc := encoderFor[formOrder](t, FormURLEncoded())
+	enc := encoderFor[formOrder](t, formats.FormURLEncoded())
 	assert.Equal(t, "order_id=43&note=", encodeString(t, enc, formOrder{OrderID: "43"}))
 	// An empty slice adds nothing, like a nil one.
 	assert.Equal(t, "order_id=43&note=", encodeString(t, enc, formOrder{OrderID: "43", Tags: []string{}}))
@@ -62,7 +64,7 @@ func TestFormEncodesBracketAndDottedNames(t *testing.T) {
 		Postal   string   `json:"customer[postalCode]"`
 		Priority string   `json:"attributes[priority]"`
 	}
-	enc := encoderFor[nested](t, FormURLEncoded())
+	enc := encoderFor[nested](t, formats.FormURLEncoded())
 	got := encodeString(t, enc, nested{Items: []string{"book", "pen"}, Name: "Alice", Postal: "100-0001", Priority: "high"})
 	assert.Equal(t, "items%5B%5D=book&items%5B%5D=pen&customer.name=Alice&customer%5BpostalCode%5D=100-0001&attributes%5Bpriority%5D=high", got)
 }
@@ -71,7 +73,7 @@ func TestFormEncodesJSONTextInOneField(t *testing.T) {
 	type jsonParam struct {
 		Payload string `json:"payload"`
 	}
-	enc := encoderFor[jsonParam](t, FormURLEncoded())
+	enc := encoderFor[jsonParam](t, formats.FormURLEncoded())
 	got := encodeString(t, enc, jsonParam{Payload: `{"items":["book","pen"],"name":"Alice","postalCode":"100-0001"}`})
 	assert.Equal(t, "payload=%7B%22items%22%3A%5B%22book%22%2C%22pen%22%5D%2C%22name%22%3A%22Alice%22%2C%22postalCode%22%3A%22100-0001%22%7D", got)
 }
@@ -81,7 +83,7 @@ func TestFormEncodesAmpersandEqualsAndPercentAsData(t *testing.T) {
 		Query string `json:"q"`
 		Body  string `json:"body"`
 	}
-	enc := encoderFor[pair](t, FormURLEncoded())
+	enc := encoderFor[pair](t, formats.FormURLEncoded())
 	// A value that looks like an encoded form is data: '&', '=' and '%' are encoded again.
 	got := encodeString(t, enc, pair{Query: "a=1&b=2", Body: "items%5B0%5D=book"})
 	assert.Equal(t, "q=a%3D1%26b%3D2&body=items%255B0%255D%3Dbook", got)
@@ -91,7 +93,7 @@ func TestFormEscapesOnlyOutsideTheUnreservedSet(t *testing.T) {
 	type one struct {
 		V string `json:"v"`
 	}
-	enc := encoderFor[one](t, FormURLEncoded())
+	enc := encoderFor[one](t, formats.FormURLEncoded())
 	got := encodeString(t, enc, one{V: "AZaz09*-._ ~!'()/?#+\n\x00é"})
 	assert.Equal(t, "v=AZaz09*-._+%7E%21%27%28%29%2F%3F%23%2B%0A%00%C3%A9", got)
 }
@@ -103,7 +105,7 @@ func TestFormPointerFields(t *testing.T) {
 		C []*string  `json:"c"`
 		D *[]*string `json:"d"`
 	}
-	enc := encoderFor[ptrs](t, FormURLEncoded())
+	enc := encoderFor[ptrs](t, formats.FormURLEncoded())
 	assert.Equal(t, "", encodeString(t, enc, ptrs{}))
 	got := encodeString(t, enc, ptrs{A: ptr(""), B: &[]string{"x", "y"}, C: []*string{ptr("1")}, D: &[]*string{ptr("2"), ptr("3")}})
 	assert.Equal(t, "a=&b=x&b=y&c=1&d=2&d=3", got)
@@ -113,7 +115,7 @@ func TestFormNilSliceEntryFailsTheElement(t *testing.T) {
 	type withPtrs struct {
 		Tags []*string `json:"tags"`
 	}
-	enc := encoderFor[withPtrs](t, FormURLEncoded())
+	enc := encoderFor[withPtrs](t, formats.FormURLEncoded())
 	_, err := enc.Encode(withPtrs{Tags: []*string{ptr("confidential-tag"), nil}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `field Tags (body name "tags")`)
@@ -125,7 +127,7 @@ func TestFormAllNullElementHasEmptyBodyAndContentType(t *testing.T) {
 	type opt struct {
 		A *string
 	}
-	enc := encoderFor[opt](t, FormURLEncoded())
+	enc := encoderFor[opt](t, formats.FormURLEncoded())
 	b, err := enc.Encode(opt{})
 	require.NoError(t, err)
 	assert.Empty(t, b)
@@ -138,7 +140,7 @@ func TestFormAcceptsNamedStringTypes(t *testing.T) {
 		S  status   `json:"s"`
 		SS []status `json:"ss"`
 	}
-	enc := encoderFor[elem](t, FormURLEncoded())
+	enc := encoderFor[elem](t, formats.FormURLEncoded())
 	assert.Equal(t, "s=open&ss=a+b", encodeString(t, enc, elem{S: "open", SS: []status{"a b"}}))
 }
 
@@ -161,7 +163,7 @@ func TestFormRejectsNonStringFields(t *testing.T) {
 		t.Run(field, func(t *testing.T) {
 			s, err := NewSchema(typ)
 			require.NoError(t, err)
-			_, err = FormURLEncoded().NewEncoder(s)
+			_, err = NewEncoder(formats.FormURLEncoded(), s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "form-urlencoded: field "+field+" ")
 			assert.Contains(t, err.Error(), "convert the value to a string")
@@ -169,6 +171,6 @@ func TestFormRejectsNonStringFields(t *testing.T) {
 	}
 	s, err := NewSchema(reflect.TypeFor[string]())
 	require.NoError(t, err)
-	_, err = FormURLEncoded().NewEncoder(s)
+	_, err = NewEncoder(formats.FormURLEncoded(), s)
 	assert.ErrorContains(t, err, "has no field names")
 }

@@ -1,4 +1,4 @@
-package formats
+package bodyformat
 
 import (
 	"fmt"
@@ -10,7 +10,22 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
+
+// avroSpec is the avro row of the format table: the required schema option, no Content-Type.
+var avroSpec = spec{
+	name:    formats.NameAvro,
+	options: []string{formats.OptionAvroSchema},
+	parse: func(opts map[string]string) (newEncoder, error) {
+		o, err := parseAvroOptions(opts)
+		if err != nil {
+			return nil, err
+		}
+		return func(s *Schema) (encoder, error) { return newAvroEncoder(s, o) }, nil
+	},
+}
 
 // avroOptions are the parsed options of the avro format.
 type avroOptions struct {
@@ -18,14 +33,14 @@ type avroOptions struct {
 }
 
 func parseAvroOptions(opts map[string]string) (avroOptions, error) {
-	text := strings.TrimSpace(opts[OptionAvroSchema])
+	text := strings.TrimSpace(opts[formats.OptionAvroSchema])
 	if text == "" {
-		return avroOptions{}, fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", OptionAvroSchema)
+		return avroOptions{}, fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema)
 	}
 	// A private cache keeps named types of one schema from clashing with another's.
 	sch, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
 	if err != nil {
-		return avroOptions{}, fmt.Errorf("formats: avro: option %q does not parse: %w", OptionAvroSchema, err)
+		return avroOptions{}, fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err)
 	}
 	return avroOptions{schema: sch}, nil
 }
@@ -41,7 +56,7 @@ type avroEncoder struct {
 	write avroWrite
 }
 
-func newAvroEncoder(s *Schema, o avroOptions) (Encoder, error) {
+func newAvroEncoder(s *Schema, o avroOptions) (encoder, error) {
 	c := &avroCompiler{memo: map[avroKey]*avroWrite{}}
 	e := &avroEncoder{s: s}
 	if s.plain {
@@ -79,8 +94,6 @@ func (e *avroEncoder) Encode(elem any) ([]byte, error) {
 	}
 	return w.Buffer(), nil
 }
-
-func (e *avroEncoder) ContentType() string { return "" }
 
 type avroKey struct {
 	schema avro.Schema

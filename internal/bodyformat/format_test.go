@@ -1,0 +1,84 @@
+package bodyformat
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+)
+
+func TestValidateNamesTheProblem(t *testing.T) {
+	assert.NoError(t, Validate(formats.Format{}))
+	for _, f := range []formats.Format{formats.JSON(), formats.FormURLEncoded(), formats.CSV(), formats.Raw(), formats.Avro(`"string"`)} {
+		assert.NoError(t, Validate(f), f.Name)
+	}
+	assert.ErrorContains(t, Validate(formats.Format{Name: "xml"}), `unknown format "xml"; known formats: json, form-urlencoded, csv, raw, avro`)
+	assert.ErrorContains(t, Validate(formats.Format{Name: "JSON"}), `unknown format "JSON"`)
+	assert.ErrorContains(t, Validate(formats.JSON().With("pretty", "true")), `format json: unknown option "pretty"; it takes no options`)
+	assert.ErrorContains(t, Validate(formats.FormURLEncoded().With("charset", "latin1")), `unknown option "charset"`)
+	assert.ErrorContains(t, Validate(formats.Raw().With("raw.charset", "UTF-8")), `unknown option "raw.charset"`)
+	assert.ErrorContains(t, Validate(formats.CSV().With("csv.field-delimiter", ";")), `unknown option "csv.field-delimiter"; known options: field-delimiter, null-literal, quote-character, disable-quote-character`)
+	assert.ErrorContains(t, Validate(formats.Format{Options: map[string]string{"schema": "x"}}), "options given without a format name")
+}
+
+func TestNewEncoderValidatesTheFormatFirst(t *testing.T) {
+	s := schemaOf[formOrder](t)
+	_, err := NewEncoder(formats.Format{Name: "yaml"}, s)
+	assert.ErrorContains(t, err, `unknown format "yaml"`)
+	_, err = NewEncoder(formats.JSON(), nil)
+	assert.Error(t, err)
+}
+
+func TestZeroFormatEncodesNoBody(t *testing.T) {
+	enc, err := NewEncoder(formats.Format{}, schemaOf[formOrder](t))
+	require.NoError(t, err)
+	b, err := enc.Encode(formOrder{OrderID: "1"})
+	require.NoError(t, err)
+	assert.Nil(t, b)
+	assert.Equal(t, "", enc.ContentType())
+	assert.True(t, formats.Format{}.IsZero())
+	assert.False(t, formats.JSON().IsZero())
+}
+
+func TestEncodersRejectElementsOfAnotherType(t *testing.T) {
+	s := schemaOf[formOrder](t)
+	for _, f := range []formats.Format{formats.JSON(), formats.FormURLEncoded()} {
+		enc, err := NewEncoder(f, s)
+		require.NoError(t, err)
+		_, err = enc.Encode(csvRow{})
+		assert.ErrorContains(t, err, "element has type bodyformat.csvRow, want bodyformat.formOrder", f.Name)
+		_, err = enc.Encode((*formOrder)(nil))
+		assert.ErrorContains(t, err, "nil *bodyformat.formOrder", f.Name)
+	}
+}
+
+func TestOptionKeys(t *testing.T) {
+	keys, ok := OptionKeys(formats.NameCSV)
+	assert.True(t, ok)
+	assert.Equal(t, []string{"field-delimiter", "null-literal", "quote-character", "disable-quote-character"}, keys)
+	keys[0] = "mutated"
+	again, _ := OptionKeys(formats.NameCSV)
+	assert.Equal(t, "field-delimiter", again[0])
+	keys, ok = OptionKeys(formats.NameAvro)
+	assert.True(t, ok)
+	assert.Equal(t, []string{"schema"}, keys)
+	keys, ok = OptionKeys(formats.NameJSON)
+	assert.True(t, ok)
+	assert.Empty(t, keys)
+	_, ok = OptionKeys("xml")
+	assert.False(t, ok)
+}
+
+func TestContentTypeHelpers(t *testing.T) {
+	assert.Equal(t, "application/x-www-form-urlencoded", ContentType(formats.FormURLEncoded()))
+	for _, f := range []formats.Format{formats.JSON(), formats.CSV(), formats.Raw(), formats.Avro(`"string"`), {}} {
+		assert.Equal(t, "", ContentType(f), f.Name)
+	}
+	assert.True(t, ContentTypeMatches(FormContentType, "application/x-www-form-urlencoded"))
+	assert.True(t, ContentTypeMatches(FormContentType, " Application/X-WWW-Form-URLEncoded "))
+	assert.False(t, ContentTypeMatches(FormContentType, "application/x-www-form-urlencoded; charset=UTF-8"))
+	assert.False(t, ContentTypeMatches(FormContentType, "application/json"))
+	assert.False(t, ContentTypeMatches("", ""))
+}
