@@ -328,3 +328,81 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 		})
 	}
 }
+
+func TestKafkaTemplateCommittedOffsetsResumeTheConsumerGroup(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			const n = 20
+			topic := k.newTopic(t, 1)
+			group := topic + "-group"
+			batch := func(from int) []*kgo.Record {
+				var rs []*kgo.Record
+				for i := from; i < from+n; i++ {
+					rs = append(rs, &kgo.Record{Key: []byte(fmt.Sprintf("key-%02d", i)), Value: []byte(fmt.Sprintf("value %d", i))})
+				}
+				return rs
+			}
+			k.produce(t, topic, batch(0)...)
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			args := k.templateArgs(ct, topic, rcv.URL+"/keyed", n, "--task_id_from_key",
+				"--kafka_consumer_group="+group, "--kafka_commit_offsets")
+			runKafkaTemplate(t, e, args...)
+
+			offsets, err := kadm.NewClient(k.client).FetchOffsets(context.Background(), group)
+			require.NoError(t, err)
+			committed, ok := offsets.Lookup(topic, 0)
+			require.True(t, ok, "the read committed an offset for partition 0 of its group")
+			assert.Equal(t, int64(n), committed.At, "the committed offset is past the last record read")
+
+			// New records, and a second job of the same group: it resumes at the committed offset
+			// (--kafka_start_offset=earliest applies only without one), so it reads only them.
+			k.produce(t, topic, batch(n)...)
+			runKafkaTemplate(t, e, args...)
+			ct.waitDrained(t)
+			assert.Equal(t, 2*n, ct.Stats().TasksCreated, "the second job created the new records' tasks")
+			assert.Zero(t, ct.Stats().AlreadyExists, "the second job read none of the first job's records")
+		})
+	}
+}
+
+func TestKafkaTemplateStartTimeSkipsEarlierRecords(t *testing.T) {
+	k := newKafkaEnv(t)
+	for _, e := range kafkaEngines() {
+		t.Run(e.Name, func(t *testing.T) {
+			const n = 10
+			topic := k.newTopic(t, 2)
+			// Records carry the producer's timestamps (Kafka's CreateTime): n an hour old, n
+			// from the last minute. The start time lies between them.
+			now := time.Now().Truncate(time.Second)
+			start := now.Add(-30 * time.Minute)
+			var records []*kgo.Record
+			for i := range 2 * n {
+				at := now.Add(-time.Hour)
+				if i >= n {
+					at = now.Add(-time.Minute)
+				}
+				records = append(records, &kgo.Record{Key: []byte(fmt.Sprintf("key-%02d", i)), Value: []byte(fmt.Sprintf("value %d", i)), Timestamp: at})
+			}
+			k.produce(t, topic, records...)
+
+			ct := newCloudTasks(t)
+			rcv := newBodyReceiver(t)
+			args := k.templateArgs(ct, topic, rcv.URL+"/late", n, "--kafka_start_offset="+start.UTC().Format(time.RFC3339))
+			// templateArgs reads from the earliest offset; the start time given after it wins.
+			runKafkaTemplate(t, e, args...)
+			ct.waitDrained(t)
+
+			var bodies []string
+			for _, d := range rcv.deliveries() {
+				bodies = append(bodies, string(d.Body))
+			}
+			var want []string
+			for i := n; i < 2*n; i++ {
+				want = append(want, fmt.Sprintf("value %d", i))
+			}
+			assert.ElementsMatch(t, want, bodies, "only the records at or after the start time are read")
+		})
+	}
+}
