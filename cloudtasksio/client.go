@@ -20,20 +20,42 @@ type clientSpec struct {
 	ChannelPoolSize       int    `json:",omitempty"`
 }
 
-// clientCache keeps one client of type C per clientSpec for the life of the process.
+// clientCache keeps one client of type C per clientSpec for the life of the process. Its lock
+// only guards the map: each setting has an entry with a lock of its own, held while that
+// setting's client is created (which reads the key file), so a slow key file holds up the
+// callers of its own setting and nobody else.
 type clientCache[C any] struct {
 	mu      sync.Mutex
-	clients map[clientSpec]C
+	entries map[clientSpec]*cacheEntry[C]
 	dial    func(context.Context, ...option.ClientOption) (C, error)
 	what    string // the client's name in errors
+}
+
+// cacheEntry is the client of one setting, once created. A failure is not kept: the next
+// bundle tries again (a key file may appear, a transient error pass).
+type cacheEntry[C any] struct {
+	mu     sync.Mutex
+	client C
+	ok     bool
 }
 
 // get returns the process-wide client for spec, creating it on first use.
 func (c *clientCache[C]) get(spec clientSpec) (C, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if client, ok := c.clients[spec]; ok {
-		return client, nil
+	e, found := c.entries[spec]
+	if !found {
+		if c.entries == nil {
+			c.entries = map[clientSpec]*cacheEntry[C]{}
+		}
+		e = &cacheEntry[C]{}
+		c.entries[spec] = e
+	}
+	c.mu.Unlock()
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ok {
+		return e.client, nil
 	}
 	var zero C
 	opts, err := spec.options()
@@ -45,12 +67,12 @@ func (c *clientCache[C]) get(spec clientSpec) (C, error) {
 	if err != nil {
 		return zero, fmt.Errorf("cloudtasksio: creating the %s client: %w", c.what, err)
 	}
-	if c.clients == nil {
-		c.clients = map[clientSpec]C{}
-	}
-	c.clients[spec] = client
+	e.client, e.ok = client, true
 	return client, nil
 }
+
+// loadKey reads a service-account key file; tests replace it to watch when it runs.
+var loadKey = gcpconn.LoadServiceAccountKey
 
 var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what: "Cloud Tasks"}
 
@@ -68,7 +90,7 @@ func (spec clientSpec) options() ([]option.ClientOption, error) {
 		opts = append(opts, option.WithGRPCConnectionPool(spec.ChannelPoolSize))
 	}
 	if spec.ServiceAccountKeyFile != "" {
-		creds, err := gcpconn.LoadServiceAccountKey(spec.ServiceAccountKeyFile, cloudtasks.DefaultAuthScopes())
+		creds, err := loadKey(spec.ServiceAccountKeyFile, cloudtasks.DefaultAuthScopes())
 		if err != nil {
 			return nil, fmt.Errorf("cloudtasksio: Config.ServiceAccountKeyFile: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"strconv"
@@ -69,20 +70,23 @@ func EmulatorOptions(endpoint string) []option.ClientOption {
 	}
 }
 
+// MaxKeyFileBytes is the largest key file LoadServiceAccountKey reads: 64 KiB, many times the
+// size of a service-account key.
+const MaxKeyFileBytes = 64 << 10
+
 // LoadServiceAccountKey reads a service-account JSON key and refuses every other credential
 // type (user credentials, external accounts, impersonation configurations). Its errors say
 // what went wrong in a fixed sentence and deliberately carry neither the path nor anything
 // read from the file nor the parser's own message, any of which could put key material in
 // job logs. Callers prefix them with the setting's name.
+//
+// Only a regular file of at most MaxKeyFileBytes is read: a FIFO or device would block the
+// read (or never end), and a service-account key is a few kilobytes, so anything larger is
+// not one and is not read into memory.
 func LoadServiceAccountKey(path string, scopes []string) (*auth.Credentials, error) {
-	data, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, errors.New("the file does not exist on this worker")
-	case errors.Is(err, fs.ErrPermission):
-		return nil, errors.New("the file is not readable by this worker")
-	case err != nil:
-		return nil, errors.New("the file could not be read")
+	data, err := readKeyFile(path)
+	if err != nil {
+		return nil, err
 	}
 	var head struct {
 		Type string `json:"type"`
@@ -98,4 +102,63 @@ func LoadServiceAccountKey(path string, scopes []string) (*auth.Credentials, err
 		return nil, errors.New("the service-account key could not be parsed")
 	}
 	return creds, nil
+}
+
+// readKeyFile reads a regular file of at most MaxKeyFileBytes. The file is checked before it
+// is opened (opening a FIFO blocks until a writer comes) and again through the opened
+// descriptor, so a file swapped in between is refused too.
+func readKeyFile(path string) ([]byte, error) {
+	before, err := os.Stat(path)
+	if err != nil {
+		return nil, fileError(err)
+	}
+	if err := checkKeyFileInfo(before); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fileError(err)
+	}
+	defer f.Close()
+	opened, err := f.Stat()
+	if err != nil {
+		return nil, fileError(err)
+	}
+	if !os.SameFile(before, opened) {
+		return nil, errors.New("the file changed while it was being opened")
+	}
+	if err := checkKeyFileInfo(opened); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxKeyFileBytes+1))
+	if err != nil {
+		return nil, fileError(err)
+	}
+	if len(data) > MaxKeyFileBytes {
+		return nil, errors.New(tooLarge)
+	}
+	return data, nil
+}
+
+var tooLarge = fmt.Sprintf("the file is larger than %d bytes, too large for a service-account key", MaxKeyFileBytes)
+
+func checkKeyFileInfo(info fs.FileInfo) error {
+	switch {
+	case !info.Mode().IsRegular():
+		return errors.New("the file is not a regular file (a directory, FIFO, socket or device cannot hold a key)")
+	case info.Size() > MaxKeyFileBytes:
+		return errors.New(tooLarge)
+	}
+	return nil
+}
+
+// fileError turns a file system error into a fixed sentence without the path.
+func fileError(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return errors.New("the file does not exist on this worker")
+	case errors.Is(err, fs.ErrPermission):
+		return errors.New("the file is not readable by this worker")
+	}
+	return errors.New("the file could not be read")
 }

@@ -1,6 +1,7 @@
 package gcpconn
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -89,4 +90,34 @@ func TestLoadServiceAccountKey(t *testing.T) {
 		assert.NotContains(t, err.Error(), "s3cr3t", "no key material in errors")
 		assert.NotContains(t, err.Error(), path, "no path in errors")
 	}
+}
+
+func TestAKeyFileLargerThanAnyKeyIsRefused(t *testing.T) {
+	priv, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	require.NoError(t, err)
+	data, err := json.Marshal(map[string]string{
+		"type": "service_account", "project_id": "p", "private_key_id": "kid",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "sa@p.iam.gserviceaccount.com", "client_id": "1", "token_uri": "https://oauth2.googleapis.com/token",
+	})
+	require.NoError(t, err)
+	// A valid key padded with JSON whitespace beyond the bound: only the size is wrong.
+	padded := append(data, bytes.Repeat([]byte(" "), MaxKeyFileBytes+1-len(data))...)
+	path := filepath.Join(t.TempDir(), "key.json")
+	require.NoError(t, os.WriteFile(path, padded, 0o600))
+	_, err = LoadServiceAccountKey(path, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "larger than")
+
+	require.NoError(t, os.WriteFile(path, padded[:MaxKeyFileBytes], 0o600))
+	_, err = LoadServiceAccountKey(path, nil)
+	assert.NoError(t, err, "a key file at the bound is read")
+}
+
+func TestADirectoryKeyFileIsRefused(t *testing.T) {
+	_, err := LoadServiceAccountKey(t.TempDir(), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not a regular file")
 }
