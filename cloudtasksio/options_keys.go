@@ -435,13 +435,16 @@ func (p *optionParser) format(keys []string) (formats.Format, error) {
 		}
 	}
 	if err := bodyformat.Validate(f); err != nil {
-		// formats names options without the "<format>." prefix; report the flat key it names.
+		// The error names options without the "<format>." prefix; report the first flat key
+		// (in key order) of the options it is about.
 		key := optFormat
-		for _, k := range optionKeys {
-			_, option, _ := formatOptionKey(k)
-			if strings.Contains(err.Error(), strconv.Quote(option)) {
-				key = k
-				break
+		var oe *bodyformat.OptionError
+		if errors.As(err, &oe) {
+			for _, k := range optionKeys {
+				if _, option, _ := formatOptionKey(k); slices.Contains(oe.Options, option) {
+					key = k
+					break
+				}
 			}
 		}
 		return formats.Format{}, optErr(key, "%v", err)

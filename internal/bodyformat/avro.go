@@ -35,12 +35,12 @@ type avroOptions struct {
 func parseAvroOptions(opts map[string]string) (avroOptions, error) {
 	text := strings.TrimSpace(opts[formats.OptionAvroSchema])
 	if text == "" {
-		return avroOptions{}, fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema)
+		return avroOptions{}, optionError(fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema), formats.OptionAvroSchema)
 	}
 	// A private cache keeps named types of one schema from clashing with another's.
 	sch, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
 	if err != nil {
-		return avroOptions{}, fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err)
+		return avroOptions{}, optionError(fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err), formats.OptionAvroSchema)
 	}
 	return avroOptions{schema: sch}, nil
 }

@@ -48,13 +48,13 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 	if v, ok := opts[formats.OptionCSVDisableQuoteCharacter]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter)
+			return o, optionError(fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVDisableQuoteCharacter)
 		}
 		disable = b
 	}
 	if v, ok := opts[formats.OptionCSVQuoteCharacter]; ok {
 		if disable {
-			return o, fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
+			return o, optionError(fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
 		}
 		r, err := csvChar(formats.OptionCSVQuoteCharacter, v)
 		if err != nil {
@@ -66,11 +66,11 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 		o.quote = 0
 	}
 	if o.quote == o.delimiter {
-		return o, fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
+		return o, optionError(fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter), formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
 	}
 	if v, ok := opts[formats.OptionCSVNullLiteral]; ok {
 		if strings.ContainsRune(v, o.delimiter) || strings.ContainsAny(v, "\r\n") || o.quote != 0 && strings.ContainsRune(v, o.quote) {
-			return o, fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral)
+			return o, optionError(fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral), formats.OptionCSVNullLiteral)
 		}
 		o.null = v
 	}
@@ -84,10 +84,10 @@ func csvChar(key, v string) (rune, error) {
 	}
 	r, size := utf8.DecodeRuneInString(v)
 	if v == "" || size != len(v) || r == utf8.RuneError {
-		return 0, fmt.Errorf("formats: csv: option %q must be exactly one character", key)
+		return 0, optionError(fmt.Errorf("formats: csv: option %q must be exactly one character", key), key)
 	}
 	if r == '\r' || r == '\n' {
-		return 0, fmt.Errorf("formats: csv: option %q must not be a line break", key)
+		return 0, optionError(fmt.Errorf("formats: csv: option %q must not be a line break", key), key)
 	}
 	return r, nil
 }

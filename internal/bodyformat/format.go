@@ -11,6 +11,7 @@
 package bodyformat
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,8 +95,28 @@ func ContentTypeMatches(owned, value string) bool {
 	return owned != "" && strings.EqualFold(strings.TrimSpace(value), owned)
 }
 
+// OptionError is the error of an unknown option key or a bad option value. Options are the
+// option keys the problem is about (without the "<format>." prefix of the flat option form), in
+// the order the message names them, so that a caller with its own spelling of the keys can
+// point at the right one without reading the message.
+type OptionError struct {
+	Options []string
+	err     error
+}
+
+func (e *OptionError) Error() string { return e.err.Error() }
+
+// Unwrap returns what err wraps (the schema parser's error for an avro schema that does not
+// parse).
+func (e *OptionError) Unwrap() error { return errors.Unwrap(e.err) }
+
+func optionError(err error, options ...string) error {
+	return &OptionError{Options: options, err: err}
+}
+
 // Validate checks the format's name, its option keys and their values without looking at any
-// element type. The zero Format (no body) is valid. Errors name the offending option key.
+// element type. The zero Format (no body) is valid. Errors name the offending option key, in
+// the message and, as an *OptionError, in its Options.
 func Validate(f formats.Format) error {
 	_, _, err := parse(f)
 	return err
@@ -117,9 +138,9 @@ func parse(f formats.Format) (spec, newEncoder, error) {
 	for k := range f.Options {
 		if !slices.Contains(s.options, k) {
 			if len(s.options) == 0 {
-				return spec{}, nil, fmt.Errorf("formats: format %s: unknown option %q; it takes no options", f.Name, k)
+				return spec{}, nil, optionError(fmt.Errorf("formats: format %s: unknown option %q; it takes no options", f.Name, k), k)
 			}
-			return spec{}, nil, fmt.Errorf("formats: format %s: unknown option %q; known options: %s", f.Name, k, strings.Join(s.options, ", "))
+			return spec{}, nil, optionError(fmt.Errorf("formats: format %s: unknown option %q; known options: %s", f.Name, k, strings.Join(s.options, ", ")), k)
 		}
 	}
 	n, err := s.parse(f.Options)

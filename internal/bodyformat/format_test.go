@@ -1,6 +1,7 @@
 package bodyformat
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +82,33 @@ func TestContentTypeHelpers(t *testing.T) {
 	assert.False(t, ContentTypeMatches(FormContentType, "application/x-www-form-urlencoded; charset=UTF-8"))
 	assert.False(t, ContentTypeMatches(FormContentType, "application/json"))
 	assert.False(t, ContentTypeMatches("", ""))
+}
+
+func TestOptionErrorsNameTheirOptions(t *testing.T) {
+	for _, c := range []struct {
+		f       formats.Format
+		options []string
+	}{
+		{formats.JSON().With("pretty", "true"), []string{"pretty"}},
+		{formats.CSV().With("escape-character", `\`), []string{"escape-character"}},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, ";;"), []string{"field-delimiter"}},
+		{formats.CSV().With(formats.OptionCSVQuoteCharacter, "\n"), []string{"quote-character"}},
+		{formats.CSV().With(formats.OptionCSVFieldDelimiter, `"`), []string{"field-delimiter", "quote-character"}},
+		{formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "sometimes"), []string{"disable-quote-character"}},
+		{formats.CSV().With(formats.OptionCSVDisableQuoteCharacter, "true").With(formats.OptionCSVQuoteCharacter, "'"), []string{"quote-character", "disable-quote-character"}},
+		{formats.CSV().With(formats.OptionCSVNullLiteral, "a,b"), []string{"null-literal"}},
+		{formats.Avro(""), []string{"schema"}},
+		{formats.Avro("{"), []string{"schema"}},
+	} {
+		err := Validate(c.f)
+		var oe *OptionError
+		require.ErrorAs(t, err, &oe, "%v", c.f.Options)
+		assert.Equal(t, c.options, oe.Options, "%v", c.f.Options)
+		for _, o := range c.options {
+			assert.Contains(t, err.Error(), `"`+o+`"`, "the message names the option too")
+		}
+	}
+	var oe *OptionError
+	assert.False(t, errors.As(Validate(formats.Format{Name: "xml"}), &oe), "an unknown format is not an option error")
+	assert.False(t, errors.As(Validate(formats.Format{Options: map[string]string{"schema": "x"}}), &oe))
 }
