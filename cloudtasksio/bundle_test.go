@@ -12,8 +12,10 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -218,4 +220,41 @@ func TestLogAndDropWritesNoSummaryWhenEveryDropWasLogged(t *testing.T) {
 	}
 	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
 	assert.Equal(t, 3, len(logLines(logs, "cloudtasksio: dropped")))
+}
+
+// gaugeReader returns the latest value of each gauge recorded in ctx.
+func gaugeReader(ctx context.Context) map[string]int64 {
+	out := map[string]int64{}
+	_ = metrics.Extractor{GaugeInt64: func(l metrics.Labels, v int64, _ time.Time) { out[l.Name()] = v }}.ExtractFrom(metrics.GetStore(ctx))
+	return out
+}
+
+func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
+	srv := newBundleServer(t)
+	srv.SetLatency(100 * time.Millisecond)
+	srv.InjectErrors("CreateTask", codes.Unavailable, codes.Unavailable, codes.Unavailable) // three of the first wave park
+	const cap, n = 5, 30
+	f := newBundleWriteFn(t, srv, FailBundle, cap, WriterOptions{RecoveryInitialBackoff: 50 * time.Millisecond, RecoveryMaxBackoff: 50 * time.Millisecond})
+	ctx, _ := metricsContext()
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	var maxInFlight, maxParked, maxHeld int64
+	for i := range n {
+		require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(i)}, discardDeadLetters))
+		g := gaugeReader(ctx)
+		maxInFlight = max(maxInFlight, g["inFlightTasks"])
+		maxParked = max(maxParked, g["parkedTasks"])
+		maxHeld = max(maxHeld, g["inFlightTasks"]+g["parkedTasks"])
+	}
+	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+
+	st := srv.Stats()
+	assert.Equal(t, cap, st.MaxCreateTaskInFlight, "the server saw creates overlap up to the cap, never beyond")
+	assert.Equal(t, n+3, st.CreateTaskCalls, "every element once, the three parked ones twice")
+	assert.Len(t, srv.Tasks(bundleQueue), n)
+	assert.Equal(t, int64(cap), maxInFlight, "the inFlightTasks gauge reported the creates in flight")
+	assert.Positive(t, maxParked, "the parkedTasks gauge reported the parked retries")
+	assert.LessOrEqual(t, maxHeld, int64(cap), "in flight plus parked never exceeded the cap")
+	g := gaugeReader(ctx)
+	assert.Zero(t, g["inFlightTasks"], "after the flush")
+	assert.Zero(t, g["parkedTasks"], "after the flush")
 }

@@ -14,6 +14,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -637,4 +638,30 @@ func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret detail")
 		})
 	}
+}
+
+func init() { register.Function1x2(serializeOrSkip) }
+
+// serializeOrSkip builds an HTTP task for an order, and skips the order with id "skip".
+func serializeOrSkip(o eoPlainOrder) (*cloudtaskspb.Task, error) {
+	if o.ID == "skip" {
+		return nil, nil
+	}
+	return &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+		Url: "https://example.com/orders/" + o.ID}}}, nil
+}
+
+func TestExactlyOnceCountsTheElementsTheSerializerSkips(t *testing.T) {
+	cfg := Config{Queue: Queue{Project: "p", Location: "l", Name: "q"}, Delivery: ExactlyOnce, Serializer: serializeOrSkip, EmulatorEndpoint: "127.0.0.1:1"}
+	spec, err := compile(cfg, typeOf(eoPlainOrder{}))
+	require.NoError(t, err)
+	f := &stageFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	ctx, counters := metricsContext()
+	var staged []stagedTask
+	for _, id := range []string{"1", "skip", "2", "skip", "skip"} {
+		require.NoError(t, f.ProcessElement(ctx, eoPlainOrder{ID: id}, func(env stagedTask) { staged = append(staged, env) }))
+	}
+	assert.Len(t, staged, 2, "a skipped element stages nothing")
+	assert.Equal(t, int64(3), counters()["recordsSkipped"])
 }

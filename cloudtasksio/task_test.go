@@ -93,3 +93,37 @@ func TestPerElementRelativeURIAndVersionShapeTheAppEngineTask(t *testing.T) {
 	require.True(t, errors.As(err, &ef), "a bad relative-uri field reaches the failure policy: %v", err)
 	assert.Equal(t, codeInvalidArgument, ef.code)
 }
+
+func TestTheOAuthTokenIsSetOnTheTask(t *testing.T) {
+	b := builderFor(t, Config{HTTP: &HTTPTarget{URL: "https://tasks.googleapis.com/v2/x",
+		OAuth: &OAuthToken{ServiceAccountEmail: "caller@p.iam.gserviceaccount.com", Scope: "https://www.googleapis.com/auth/cloud-tasks"}}}, eoPlainOrder{}, time.Now())
+	task, _, err := b.build(eoPlainOrder{ID: "1"})
+	require.NoError(t, err)
+	req := task.GetHttpRequest()
+	require.NotNil(t, req.GetOauthToken(), "the task asks Cloud Tasks for an OAuth token")
+	assert.Equal(t, "caller@p.iam.gserviceaccount.com", req.GetOauthToken().GetServiceAccountEmail())
+	assert.Equal(t, "https://www.googleapis.com/auth/cloud-tasks", req.GetOauthToken().GetScope())
+	assert.Nil(t, req.GetOidcToken(), "at most one token")
+}
+
+func TestABlankOAuthServiceAccountIsRejectedAtConstruction(t *testing.T) {
+	for _, email := range []string{"", "  "} {
+		_, err := compile(Config{Queue: Queue{Project: "p", Location: "l", Name: "q"},
+			HTTP: &HTTPTarget{URL: "https://example.com/", OAuth: &OAuthToken{ServiceAccountEmail: email}}}, typeOf(eoPlainOrder{}))
+		require.Error(t, err, "%q", email)
+		assert.Contains(t, err.Error(), "HTTPTarget.OAuth.ServiceAccountEmail is blank")
+	}
+}
+
+func TestAllEmptyAppEngineRoutingIsLeftUnset(t *testing.T) {
+	b := builderFor(t, Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", Routing: &AppEngineRouting{}}}, eoPlainOrder{}, time.Now())
+	task, _, err := b.build(eoPlainOrder{ID: "1"})
+	require.NoError(t, err)
+	assert.Nil(t, task.GetAppEngineHttpRequest().GetAppEngineRouting(), "an empty routing is not sent: App Engine routes by its defaults")
+
+	cleared := ""
+	b = builderFor(t, Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", Routing: &AppEngineRouting{Version: "v2"}}}, routedAppEngineOrder{}, time.Now())
+	task, _, err = b.build(routedAppEngineOrder{ID: "2", Version: &cleared})
+	require.NoError(t, err)
+	assert.Nil(t, task.GetAppEngineHttpRequest().GetAppEngineRouting(), "a routing whose every part the element cleared is not sent either")
+}

@@ -159,24 +159,6 @@ func TestOneKeyInTwoQueuesMakesTwoTasks(t *testing.T) {
 	assert.Equal(t, int64(1), counters["destination.projects/p/locations/l/queues/q-eu.recordsSend"])
 }
 
-func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
-	srv := newServer(t)
-	srv.SetLatency(20 * time.Millisecond)
-	cfg := httpConfig(srv)
-	cfg.Writer.MaxInFlightTasks = 5
-	counters, err := run(t, cfg, orders(50))
-	require.NoError(t, err)
-	assert.Len(t, srv.Tasks(testQueue.Path()), 50)
-	for _, gauge := range []string{"gauge:inFlightTasks", "gauge:parkedTasks"} {
-		value, reported := counters[gauge]
-		assert.True(t, reported, gauge)
-		assert.Zero(t, value, "%s after the bundle's flush", gauge)
-	}
-	st := srv.Stats()
-	assert.LessOrEqual(t, st.MaxCreateTaskInFlight, 5)
-	assert.GreaterOrEqual(t, st.MaxCreateTaskInFlight, 2, "creates should overlap up to the cap")
-}
-
 func TestAMissingQueueFailsAfterTheNotFoundBudget(t *testing.T) {
 	srv := newServer(t)
 	cfg := httpConfig(srv)
