@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
 	"sync"
@@ -51,10 +50,9 @@ const maxWait = 24 * time.Hour
 
 // queueDispatch is one queue's dispatch state, guarded by store.mu.
 type queueDispatch struct {
-	due      dueHeap
-	tokens   float64
-	refilled time.Time // zero until the first pass: the bucket starts full
-	running  int
+	due     dueHeap
+	bucket  tokenBucket // starts full on the first pass
+	running int
 }
 
 // taskDispatch is one task's dispatch state, guarded by store.mu.
@@ -110,17 +108,6 @@ func (qd *queueDispatch) top() (dueItem, bool) {
 		heap.Pop(&qd.due)
 	}
 	return dueItem{}, false
-}
-
-// refill adds the tokens earned since the last refill, up to burst.
-func (qd *queueDispatch) refill(now time.Time, rate float64, burst int32) {
-	if qd.refilled.IsZero() {
-		qd.tokens = float64(burst)
-	} else if el := now.Sub(qd.refilled); el > 0 {
-		qd.tokens += el.Seconds() * rate
-	}
-	qd.tokens = min(qd.tokens, float64(burst))
-	qd.refilled = now
 }
 
 // dispatcher sends due tasks to their targets.
@@ -258,7 +245,7 @@ func (d *dispatcher) fillQueue(qs *queueState, now time.Time) time.Time {
 	qd := &qs.disp
 	rl := qs.q.GetRateLimits()
 	rate := rl.GetMaxDispatchesPerSecond()
-	qd.refill(now, rate, rl.GetMaxBurstSize())
+	qd.bucket.refill(now, rate, float64(rl.GetMaxBurstSize()))
 	for {
 		it, ok := qd.top()
 		if !ok {
@@ -270,16 +257,15 @@ func (d *dispatcher) fillQueue(qs *queueState, now time.Time) time.Time {
 		if qd.running >= int(rl.GetMaxConcurrentDispatches()) {
 			return time.Time{} // a finishing attempt wakes the loop
 		}
-		if qd.tokens < 1-tokenEpsilon {
-			need := math.Ceil((1 - qd.tokens) / rate * float64(time.Second))
-			return now.Add(time.Duration(min(need, float64(maxWait))))
+		if !qd.bucket.ready() {
+			return now.Add(qd.bucket.untilReady(rate))
 		}
 		heap.Pop(&qd.due)
 		if !d.sendable(it.e) {
 			it.e.d.gen++ // stays stored, not dispatched
 			continue
 		}
-		qd.tokens--
+		qd.bucket.tokens--
 		d.begin(qs, it.e, now)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // Fault injection and observation. Every unary call passes through
 // Server.intercept, which in order: counts the call, waits out SetLatency
 // (CreateTask), answers a scripted error (InjectErrors, InjectError) or a
-// Reactor's answer, or else serves the call (where SetRejectFunc runs), turns
+// Reactor's answer, or else serves the call (where the create quota and
+// SetRejectFunc run), turns
 // a stored task's answer into UNAVAILABLE (LoseResponses), shows the call to
 // its observers, and counts the outcome. The scripts live here; the counts
 // live in stats.go.
@@ -333,6 +334,8 @@ func (s *Server) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 			o.lost = true
 			return nil, status.Error(codes.Unavailable, "cloudtaskstest: response lost (the task was stored)")
 		}
+	case isQuotaRejection(err):
+		o.quotaQueue = msg.(*cloudtaskspb.CreateTaskRequest).GetParent()
 	case status.Code(err) == codes.AlreadyExists:
 		o.alreadyExists = true
 	}

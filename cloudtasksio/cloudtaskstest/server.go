@@ -18,7 +18,9 @@
 // rejects. Fault injection (scripted error codes or whole status errors with
 // details, reactors that answer by request, lost responses, latency, a
 // per-connection stream cap) lets a test exercise a client's recovery paths,
-// and Observe shows every call and its answer without changing it.
+// a per-queue create quota (WithCreateQuota) answers RESOURCE_EXHAUSTED above
+// a set number of creates per second, as the service does, and Observe shows
+// every call and its answer without changing it.
 //
 // Like the service, it dispatches the tasks of running queues: it sends each
 // task's HTTP request to its target with the headers Cloud Tasks adds (and a
@@ -74,6 +76,7 @@ type config struct {
 	log        *slog.Logger
 	hardReset  bool
 	transport  http.RoundTripper
+	quotas     []quotaSetting
 }
 
 // WithMaxConcurrentStreams caps how many calls the server serves at once on
@@ -272,6 +275,11 @@ func newBackend(opts ...Option) (*Server, error) {
 		}
 		aeURL = u
 	}
+	for _, qs := range cfg.quotas {
+		if err := checkQuota("WithCreateQuota", qs.queue, qs.q); err != nil {
+			return nil, err
+		}
+	}
 	var key *rsa.PrivateKey
 	if cfg.keyFile != "" {
 		k, err := loadSigningKey(cfg.keyFile)
@@ -288,6 +296,9 @@ func newBackend(opts ...Option) (*Server, error) {
 		served: make(chan struct{}),
 	}
 	s.store = newStore(storeConfig{now: cfg.now, log: cfg.log, hardReset: cfg.hardReset, changed: s.changed})
+	for _, qs := range cfg.quotas {
+		s.store.setQuota(qs.queue, qs.q)
+	}
 	if !cfg.noDispatch {
 		s.disp = newDispatcher(s.store, s.counts, dispatchConfig{
 			transport: cfg.transport,

@@ -1,6 +1,9 @@
 package cloudtaskstest
 
-import "sync"
+import (
+	"maps"
+	"sync"
+)
 
 // counters holds what Stats reports. It only counts: what the server
 // answers is decided elsewhere (faults.go, the store, the dispatcher).
@@ -15,7 +18,9 @@ type counters struct {
 func (c *counters) snapshot() Stats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st
+	out := c.st
+	out.QuotaRejectionsByQueue = maps.Clone(c.st.QuotaRejectionsByQueue) // nil stays nil
+	return out
 }
 
 func (c *counters) reset() {
@@ -63,16 +68,24 @@ func (c *counters) callEnded(create bool, o callOutcome) {
 		if o.alreadyExists {
 			c.st.AlreadyExists++
 		}
+		if o.quotaQueue != "" {
+			c.st.QuotaRejections++
+			if c.st.QuotaRejectionsByQueue == nil {
+				c.st.QuotaRejectionsByQueue = map[string]int{}
+			}
+			c.st.QuotaRejectionsByQueue[o.quotaQueue]++
+		}
 	}
 	c.mu.Unlock()
 }
 
 // callOutcome is what callEnded counts.
 type callOutcome struct {
-	injected      bool // answered by a script or a reactor with an error
-	stored        bool // CreateTask stored its task
-	lost          bool // ... but answered UNAVAILABLE (LoseResponses)
-	alreadyExists bool // CreateTask answered ALREADY_EXISTS by the store
+	injected      bool   // answered by a script or a reactor with an error
+	stored        bool   // CreateTask stored its task
+	lost          bool   // ... but answered UNAVAILABLE (LoseResponses)
+	alreadyExists bool   // CreateTask answered ALREADY_EXISTS by the store
+	quotaQueue    string // CreateTask rejected by this queue's create quota
 }
 
 func (c *counters) dispatchStarted() {
@@ -128,6 +141,14 @@ type Stats struct {
 	// LostResponses is the number of CreateTask calls that stored a task but
 	// answered UNAVAILABLE because of LoseResponses.
 	LostResponses int
+	// QuotaRejections is the number of CreateTask calls answered
+	// RESOURCE_EXHAUSTED by a create quota (WithCreateQuota,
+	// SetCreateQuota). Such a call stores nothing. Injected
+	// RESOURCE_EXHAUSTED answers are counted in InjectedErrors instead.
+	QuotaRejections int
+	// QuotaRejectionsByQueue splits QuotaRejections by queue path; nil
+	// until the first rejection.
+	QuotaRejectionsByQueue map[string]int
 	// CreateTaskInFlight is the number of CreateTask calls being served now
 	// (including the SetLatency wait).
 	CreateTaskInFlight int

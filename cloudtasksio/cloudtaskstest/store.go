@@ -32,6 +32,7 @@ type store struct {
 	sweepAt    int
 	seq        uint64
 	reject     func(*cloudtaskspb.CreateTaskRequest) error
+	quota      quotaState
 	// changed is called (without mu held) after any change to what is
 	// stored or due: a new, deleted or purged task, a paused, resumed,
 	// reconfigured or deleted queue. It wakes the dispatcher and Wait.
@@ -76,6 +77,7 @@ func newStore(cfg storeConfig) *store {
 		tombstones: map[string]time.Time{},
 		ttl:        map[string]time.Duration{},
 		sweepAt:    minTombstoneSweep,
+		quota:      quotaState{byQueue: map[string]CreateQuota{}, buckets: map[string]*tokenBucket{}},
 	}
 }
 

@@ -53,14 +53,21 @@ func (st *store) createTask(req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.
 	if err := checkQueueName("parent", parent); err != nil {
 		return nil, err
 	}
+	now := st.now()
 	st.mu.Lock()
 	_, ok := st.queues[parent]
 	reject := st.reject
+	var quotaErr error
+	if ok {
+		quotaErr = st.takeCreateTokenLocked(parent, now)
+	}
 	st.mu.Unlock()
 	if !ok {
 		return nil, notFound()
 	}
-	now := st.now()
+	if quotaErr != nil {
+		return nil, quotaErr
+	}
 	if err := validateTask(parent, req.GetTask(), now); err != nil {
 		return nil, err
 	}

@@ -20,11 +20,16 @@
 // the same environment variables (HOST, PORT, INITIAL_QUEUES as a comma
 // separated list, OPENID_ISSUER, HARD_RESET_ON_PURGE_QUEUE or
 // HARD_RESET_ON_PURGE; a flag on the command line wins over its variable),
-// and three flags of its own:
+// and flags of its own:
 //
 //	-oidc-key-file              PEM file of the RSA key that signs OIDC tokens (env OIDC_KEY_FILE)
 //	-loopback-only              dispatch only to loopback targets
 //	-log-level                  debug, info (default), warn or error
+//	-create-quota [QUEUE=]RATE[/BURST]
+//	                            answer CreateTask RESOURCE_EXHAUSTED above RATE creates
+//	                            per second per queue (a token bucket of BURST, default
+//	                            RATE rounded up); for QUEUE only, or every queue; repeatable
+//	-create-quota-retry-info    quota rejections carry a google.rpc.RetryInfo delay
 //
 // App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
 // http://localhost:8080) plus their relative URI, with the routing in the
@@ -43,6 +48,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -128,6 +134,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	hardReset := fs.Bool("hard-reset-on-purge-queue", false, "PurgeQueue forgets the purged task names instead of keeping them taken for an hour (env HARD_RESET_ON_PURGE_QUEUE)")
 	loopbackOnly := fs.Bool("loopback-only", false, "dispatch only to loopback targets")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	var quotas queueFlags
+	fs.Var(&quotas, "create-quota", "per-queue CreateTask quota as [QUEUE=]RATE[/BURST]: RESOURCE_EXHAUSTED above RATE creates per second, in bursts of BURST (default RATE rounded up); without QUEUE for every queue; repeatable")
+	quotaRetryInfo := fs.Bool("create-quota-retry-info", false, "quota rejections carry a google.rpc.RetryInfo detail with the delay until the next token")
 	for _, ef := range envFlags {
 		v := strings.TrimSpace(getenv(ef.env))
 		if v == "" {
@@ -178,6 +187,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		}
 		opts = append(opts, cloudtaskstest.WithAppEngineURL(ae))
 	}
+	for _, v := range quotas {
+		o, err := parseQuota(v, *quotaRetryInfo)
+		if err != nil {
+			return err
+		}
+		opts = append(opts, o)
+	}
 	var issuerPort string
 	if *issuer != "" {
 		var err error
@@ -191,6 +207,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	if err != nil {
 		if *keyFile != "" && strings.Contains(err.Error(), "OIDC signing key file") {
 			return usagef("-oidc-key-file: %v", err)
+		}
+		if strings.Contains(err.Error(), "WithCreateQuota") { // a malformed QUEUE
+			return usagef("-create-quota: %v", err)
 		}
 		return err
 	}
@@ -255,4 +274,27 @@ func issuerListenPort(issuer string) (string, error) {
 		return "", bad("the port must be 1 to 65535")
 	}
 	return port, nil
+}
+
+// parseQuota reads a -create-quota value, [QUEUE=]RATE[/BURST].
+func parseQuota(v string, retryInfo bool) (cloudtaskstest.Option, error) {
+	bad := func(why string) error {
+		return usagef("-create-quota %q: %s; want [projects/P/locations/L/queues/Q=]RATE[/BURST], such as 300 or projects/p/locations/l/queues/q=300/50", v, why)
+	}
+	queue, spec := cloudtaskstest.AllQueues, v
+	if q, rest, ok := strings.Cut(v, "="); ok {
+		queue, spec = q, rest
+	}
+	rateText, burstText, hasBurst := strings.Cut(spec, "/")
+	rate, err := strconv.ParseFloat(rateText, 64)
+	if err != nil || rate <= 0 || math.IsInf(rate, 0) {
+		return nil, bad("RATE is not a number above zero")
+	}
+	q := cloudtaskstest.CreateQuota{PerSecond: rate, RetryInfo: retryInfo}
+	if hasBurst {
+		if q.Burst, err = strconv.Atoi(burstText); err != nil || q.Burst < 1 {
+			return nil, bad("BURST is not a whole number above zero")
+		}
+	}
+	return cloudtaskstest.WithCreateQuota(queue, q), nil
 }

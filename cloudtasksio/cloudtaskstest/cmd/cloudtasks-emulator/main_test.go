@@ -27,11 +27,14 @@ import (
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 const queue = "projects/dev/locations/here/queues/orders"
@@ -159,6 +162,30 @@ func TestEmulatorServesInitialQueuesAndDispatches(t *testing.T) {
 	assert.Equal(t, "hello", string(body))
 	assert.Equal(t, "orders", r.Header.Get("X-CloudTasks-QueueName"))
 	logs.wait(t, regexp.MustCompile(`msg=dispatch queue=orders .*result=200 outcome=done`))
+}
+
+func TestEmulatorCreateQuotaFlags(t *testing.T) {
+	other := queue + "-2"
+	addr, _ := startRun(t, nil, "-port", "0", "-queue", queue, "-queue", other,
+		"-create-quota", "0.001/2", "-create-quota", other+"=0.001/1", "-create-quota-retry-info")
+	client := dial(t, addr)
+	create := func(q string) error {
+		_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: q, Task: &cloudtaskspb.Task{
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "http://127.0.0.1:1/hook"}},
+		}})
+		return err
+	}
+	// At 0.001 creates per second no token comes back during the test.
+	require.NoError(t, create(queue))
+	require.NoError(t, create(queue))
+	err := create(queue)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "every queue: burst 2, error %v", err)
+	var ae *apierror.APIError
+	require.ErrorAs(t, err, &ae)
+	assert.NotNil(t, ae.Details().RetryInfo, "-create-quota-retry-info")
+
+	require.NoError(t, create(other))
+	require.Equal(t, codes.ResourceExhausted, status.Code(create(other)), "the queue's own quota: burst 1")
 }
 
 func TestEmulatorSendsAppEngineTasksToTheEnvironmentHost(t *testing.T) {
@@ -415,6 +442,10 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 		"issuer bad escape": {[]string{"-port", "0", "-openid-issuer", "http://127.0.0.1:0/%zz"}, "-openid-issuer", nil},
 		"port too large":    {[]string{"-port", "70000"}, "-port", nil},
 		"stray argument":    {[]string{"-port", "0", "extra"}, `"extra"`, nil},
+		"quota rate":        {[]string{"-port", "0", "-create-quota", "fast"}, "-create-quota", nil},
+		"quota zero rate":   {[]string{"-port", "0", "-create-quota", "0"}, "-create-quota", nil},
+		"quota burst":       {[]string{"-port", "0", "-create-quota", "10/0"}, "-create-quota", nil},
+		"quota queue":       {[]string{"-port", "0", "-create-quota", "projects/p/queues/q=10"}, "-create-quota", nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,174 @@
+package cloudtaskstest
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// These tests run the create quota inside a synctest bubble: CreateTask goes
+// through the server's interceptor and v2 service as a gRPC call would,
+// without the network, so time is fake and every refill is exact.
+
+var createInfo = &grpc.UnaryServerInfo{FullMethod: "/google.cloud.tasks.v2.CloudTasks/CreateTask"}
+
+// quotaBackend builds a server without listener or dispatch, with testQueue.
+func quotaBackend(t *testing.T, opts ...Option) (*Server, func() error) {
+	t.Helper()
+	s, err := newBackend(append(opts, WithoutDispatch())...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	mustQueue(t, s, &cloudtaskspb.Queue{})
+	v2 := &v2Service{store: s.store, run: runDisabled}
+	create := func() error {
+		req := &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: postTask("{}")}
+		_, err := s.intercept(context.Background(), req, createInfo, func(ctx context.Context, r any) (any, error) {
+			return v2.CreateTask(ctx, r.(*cloudtaskspb.CreateTaskRequest))
+		})
+		return err
+	}
+	return s, create
+}
+
+// acceptedNow counts how many creates in a row succeed now, stopping at the
+// first rejection (which must be RESOURCE_EXHAUSTED), at most limit.
+func acceptedNow(t *testing.T, create func() error, limit int) int {
+	t.Helper()
+	for n := 0; n < limit; n++ {
+		if err := create(); err != nil {
+			require.Equal(t, codes.ResourceExhausted, status.Code(err), "error: %v", err)
+			return n
+		}
+	}
+	return limit
+}
+
+func retryDelay(t *testing.T, err error) time.Duration {
+	t.Helper()
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			return ri.GetRetryDelay().AsDuration()
+		}
+	}
+	t.Fatalf("no RetryInfo in %v", err)
+	return 0
+}
+
+func TestCreateQuotaBurstThenExactRefill(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, create := quotaBackend(t, WithCreateQuota(testQueue, CreateQuota{PerSecond: 10, Burst: 5}))
+
+		assert.Equal(t, 5, acceptedNow(t, create, 100), "a full bucket takes the burst at once")
+		time.Sleep(99 * time.Millisecond)
+		assert.Equal(t, 0, acceptedNow(t, create, 100), "no whole token before 1/rate")
+		time.Sleep(time.Millisecond)
+		assert.Equal(t, 1, acceptedNow(t, create, 100), "one token after exactly 100ms")
+		time.Sleep(350 * time.Millisecond)
+		assert.Equal(t, 3, acceptedNow(t, create, 100), "3.5 tokens: three creates, half a token kept")
+		time.Sleep(50 * time.Millisecond)
+		assert.Equal(t, 1, acceptedNow(t, create, 100), "the kept half and 50ms make one")
+		time.Sleep(time.Hour)
+		assert.Equal(t, 5, acceptedNow(t, create, 100), "a long quiet spell refills only up to the burst")
+
+		st := s.Stats()
+		assert.Equal(t, 15, st.TasksCreated)
+		assert.Equal(t, 6, st.QuotaRejections, "one rejection ends each of the six rounds")
+		assert.Equal(t, map[string]int{testQueue: 6}, st.QuotaRejectionsByQueue)
+		assert.Equal(t, 21, st.CreateTaskCalls)
+		assert.Zero(t, st.InjectedErrors)
+		assert.Len(t, s.Tasks(testQueue), 15, "a rejected create stores nothing")
+	})
+}
+
+func TestCreateQuotaSustainsItsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, create := quotaBackend(t, WithCreateQuota(AllQueues, CreateQuota{PerSecond: 300}))
+		total := acceptedNow(t, create, 1000)
+		assert.Equal(t, 300, total, "the default burst is the rate rounded up")
+		for range 10 {
+			time.Sleep(time.Second)
+			total += acceptedNow(t, create, 1000)
+		}
+		assert.Equal(t, 300+10*300, total, "300 creates per second, exactly")
+	})
+}
+
+func TestCreateQuotaRetryInfoIsTheDelayUntilTheNextToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, create := quotaBackend(t, WithCreateQuota(testQueue, CreateQuota{PerSecond: 4, Burst: 2, RetryInfo: true}))
+		require.Equal(t, 2, acceptedNow(t, create, 10))
+		err := create()
+		requireQuotaCode(t, err)
+		assert.Equal(t, 250*time.Millisecond, retryDelay(t, err))
+
+		time.Sleep(100 * time.Millisecond)
+		err = create()
+		requireQuotaCode(t, err)
+		assert.Equal(t, 150*time.Millisecond, retryDelay(t, err), "the delay shrinks as the bucket refills")
+
+		time.Sleep(retryDelay(t, err))
+		require.NoError(t, create(), "a create after the advertised delay is accepted")
+		assert.Contains(t, create().Error(), "q accepts 4 creates per second")
+	})
+}
+
+func TestCreateQuotaWithoutRetryInfoHasNoDetails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		_, create := quotaBackend(t, WithCreateQuota(testQueue, CreateQuota{PerSecond: 1}))
+		require.NoError(t, create())
+		err := create()
+		requireQuotaCode(t, err)
+		assert.Empty(t, status.Convert(err).Details())
+	})
+}
+
+func TestSetCreateQuotaChangesAndRemovesTheQuota(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, create := quotaBackend(t, WithCreateQuota(AllQueues, CreateQuota{PerSecond: 1}))
+		require.Equal(t, 1, acceptedNow(t, create, 10))
+
+		// A queue's own quota wins over AllQueues and starts full.
+		require.NoError(t, s.SetCreateQuota(testQueue, CreateQuota{PerSecond: 100, Burst: 3}))
+		assert.Equal(t, 3, acceptedNow(t, create, 10))
+		time.Sleep(10 * time.Millisecond)
+		assert.Equal(t, 1, acceptedNow(t, create, 10))
+
+		// Removing it falls back to AllQueues, with a full bucket.
+		require.NoError(t, s.SetCreateQuota(testQueue, CreateQuota{}))
+		assert.Equal(t, 1, acceptedNow(t, create, 10))
+
+		require.NoError(t, s.SetCreateQuota(AllQueues, CreateQuota{}))
+		assert.Equal(t, 50, acceptedNow(t, create, 50), "no quota left")
+	})
+}
+
+func TestCreateQuotaIsPerQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, create := quotaBackend(t, WithCreateQuota(AllQueues, CreateQuota{PerSecond: 2}))
+		other := "projects/p/locations/l/queues/other"
+		_, err := s.store.createQueue(&cloudtaskspb.Queue{Name: other})
+		require.NoError(t, err)
+		require.Equal(t, 2, acceptedNow(t, create, 10))
+		for range 2 {
+			_, err := s.store.createTask(&cloudtaskspb.CreateTaskRequest{Parent: other, Task: postTask("")})
+			require.NoError(t, err, "another queue has a bucket of its own")
+		}
+		_, err = s.store.createTask(&cloudtaskspb.CreateTaskRequest{Parent: "projects/p/locations/l/queues/missing", Task: postTask("")})
+		assert.Equal(t, codes.NotFound, status.Code(err), "an unknown queue is NOT_FOUND, not over quota")
+	})
+}
+
+func requireQuotaCode(t *testing.T, err error) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "error: %v", err)
+}
