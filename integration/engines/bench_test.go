@@ -43,11 +43,12 @@ func processCPU(b *testing.B) time.Duration {
 func BenchmarkWriteOnEngines(b *testing.B) {
 	engines := []func(b *testing.B) engine{
 		func(*testing.B) engine { return prismEngine() },
+		func(b *testing.B) engine { return prismJobServiceEngine(b) },
 		func(b *testing.B) engine { return flinkEngine(b) },
 	}
 	for _, c := range benchLatencies {
 		for i, pick := range engines {
-			name := []string{"prism", "flink"}[i]
+			name := []string{"prism", "prism-job-service", "flink"}[i]
 			b.Run(fmt.Sprintf("latency=%v/engine=%s", c.latency, name), func(b *testing.B) {
 				e := pick(b)
 				ct := newCloudTasks(b, cloudtaskstest.WithoutDispatch())

@@ -70,22 +70,70 @@ func requireEnv(tb testing.TB, name, holds string) string {
 	return v
 }
 
+// prismEndpointEnv names the variable holding the job endpoint ("host:port") of a prism
+// job service running as its own process (Beam's cmd/prism). .ci/engines starts one and sets
+// it, so that the cases below also run through a job service outside the test process, the
+// way Flink and Dataflow are reached, while Flink itself cannot be had (docs/runners.md).
+const prismEndpointEnv = "BEAM_PRISM_ENDPOINT"
+
 // engine is a Beam job service a pipeline is submitted to.
 type engine struct {
-	// Name is how messages refer to the engine.
+	// Name is how messages and subtests refer to the engine.
 	Name string
 	// Runner is the Beam Go runner that submits the job: "flink", or "prism" for Beam's local
 	// runner.
 	Runner string
 	// Endpoint is the job service "host:port"; empty for prism means its in-process service.
 	Endpoint string
+	// RetriesBundles says whether the engine runs a failed bundle's work again (Flink, with
+	// the restart strategy .ci/engines configures) or fails the job (prism, DESIGN section 8).
+	RetriesBundles bool
 }
 
 // flinkEngine returns the Flink job server named by BEAM_FLINK_ENDPOINT, or skips tb.
 func flinkEngine(tb testing.TB) engine {
 	tb.Helper()
-	return engine{Name: "Flink", Runner: "flink",
+	return engine{Name: "flink", Runner: "flink", RetriesBundles: true,
 		Endpoint: requireEnv(tb, flinkEndpointEnv, "the job endpoint (host:port) of a Beam Flink job server")}
+}
+
+// prismJobService is the prism job service at endpoint.
+func prismJobService(endpoint string) engine {
+	return engine{Name: "prism-job-service", Runner: "prism", Endpoint: endpoint}
+}
+
+// prismJobServiceEngine returns the prism job service named by BEAM_PRISM_ENDPOINT, or skips tb.
+func prismJobServiceEngine(tb testing.TB) engine {
+	tb.Helper()
+	return prismJobService(requireEnv(tb, prismEndpointEnv, "the job endpoint (host:port) of a prism job service"))
+}
+
+// jobServiceEngines returns every out-of-process job service the environment names: Flink
+// (BEAM_FLINK_ENDPOINT) and a prism job service (BEAM_PRISM_ENDPOINT). With neither set it
+// skips tb with one line naming both variables.
+func jobServiceEngines(tb testing.TB) []engine {
+	tb.Helper()
+	var out []engine
+	if ep := os.Getenv(flinkEndpointEnv); ep != "" {
+		out = append(out, engine{Name: "flink", Runner: "flink", Endpoint: ep, RetriesBundles: true})
+	}
+	if ep := os.Getenv(prismEndpointEnv); ep != "" {
+		out = append(out, prismJobService(ep))
+	}
+	if len(out) == 0 {
+		tb.Skipf("neither %s nor %s is set: they hold the job endpoint (host:port) of a Beam Flink job server or of a prism job service; .ci/engines starts them and sets them",
+			flinkEndpointEnv, prismEndpointEnv)
+	}
+	return out
+}
+
+// onEngines runs body once per job service of jobServiceEngines, each as a subtest named
+// after the engine.
+func onEngines(t *testing.T, body func(t *testing.T, e engine)) {
+	t.Helper()
+	for _, e := range jobServiceEngines(t) {
+		t.Run(e.Name, func(t *testing.T) { body(t, e) })
+	}
 }
 
 // prismEngine is Beam's prism runner in this process, the engine of the other suites.

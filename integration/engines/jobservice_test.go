@@ -1,0 +1,336 @@
+package engines
+
+// The sink on job services outside the test process: each case runs one pipeline on every
+// engine jobServiceEngines names (Beam's Flink job server at BEAM_FLINK_ENDPOINT, a prism job
+// service at BEAM_PRISM_ENDPOINT), as a subtest named after the engine, and asserts what the
+// in-process Cloud Tasks server stored and what the loopback receiver was sent.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+)
+
+func init() {
+	register.DoFn1x1[int64, order](&tickOrderFn{})
+}
+
+// shards is how many pieces the generator splits its input into: enough for both of the
+// embedded cluster's task slots to get several.
+const shards = 8
+
+// assertEachOnce checks that the receiver got every order [0, n) exactly once and nothing
+// else.
+func assertEachOnce(t *testing.T, rcv *receiver, n int) {
+	t.Helper()
+	byID, _, total, bad := rcv.counts()
+	require.Empty(t, bad, "the receiver got bodies that are not orders")
+	var missing, repeated []string
+	for seq := range n {
+		switch c := byID[orderID(seq)]; {
+		case c == 0:
+			missing = append(missing, orderID(seq))
+		case c > 1:
+			repeated = append(repeated, fmt.Sprintf("%s x%d", orderID(seq), c))
+		}
+	}
+	assert.Empty(t, missing, "orders never delivered")
+	assert.Empty(t, repeated, "orders delivered more than once")
+	assert.Equal(t, n, total, "deliveries")
+}
+
+func TestEngineAtLeastOnceDeliversEveryOrderOnce(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n = 20000
+		ct := newCloudTasks(t)
+		rcv := newReceiver(t)
+		p, s := beam.NewPipelineWithRoot()
+		orders := beam.ParDo(s, orderOf, generate(s, t.Name(), n, shards))
+		cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
+
+		pr := e.mustRun(t, p)
+
+		st := ct.Stats()
+		assert.Equal(t, n, st.TasksCreated, "tasks stored")
+		assert.Equal(t, n, st.CreateTaskCalls, "one create call per order: nothing failed, nothing was retried")
+		assert.Equal(t, int64(n), emittedBy(t.Name()), "the generator ran once: no bundle was replayed")
+		ct.waitDrained(t)
+		assertEachOnce(t, rcv, n)
+
+		counters := sinkCounters(pr, "cloudtasksio")
+		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
+		assert.Equal(t, int64(n), counters["numRecordsSend"])
+		assert.Positive(t, counters["numBytesSend"])
+		assert.Zero(t, counters["numRecordsSendErrors"])
+	})
+}
+
+func TestEngineNamedTasksUnderTransientFaultsAreCreatedOncePerKey(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n, lost = 5000, 100
+		ct := newCloudTasks(t)
+		rcv := newReceiver(t)
+		// Every 50th create call answers a retryable code, and the responses of the first 100
+		// successful creates are lost after the task was stored.
+		var script []codes.Code
+		transient := []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted}
+		for i := range 60 {
+			for range 49 {
+				script = append(script, codes.OK)
+			}
+			script = append(script, transient[i%len(transient)])
+		}
+		ct.InjectErrors("CreateTask", script...)
+		ct.LoseResponses(lost)
+
+		p, s := beam.NewPipelineWithRoot()
+		orders := beam.ParDo(s, namedOrderOf, generate(s, t.Name(), n, shards))
+		cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
+		pr := e.mustRun(t, p)
+
+		st := ct.Stats()
+		assert.Equal(t, n, st.TasksCreated, "one task per key")
+		assert.Equal(t, 60, st.InjectedErrors, "every scripted fault was met")
+		assert.Equal(t, lost, st.LostResponses)
+		assert.Equal(t, lost, st.AlreadyExists, "each create whose response was lost came back ALREADY_EXISTS on its retry")
+		ct.waitDrained(t)
+		assertEachOnce(t, rcv, n)
+		_, byTask, _, _ := rcv.counts()
+		for seq := range n {
+			if !assert.Equal(t, 1, byTask[cloudtasksio.TaskID(orderID(seq))], "order %d is delivered under its TaskID", seq) {
+				break
+			}
+		}
+
+		counters := sinkCounters(pr, "cloudtasksio")
+		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
+		assert.Equal(t, int64(n), counters["numRecordsSend"])
+		assert.Equal(t, int64(lost), counters["tasksDeduplicated"])
+		assert.Equal(t, int64(20+lost), counters["errorClass.UNAVAILABLE.errors"], "scripted and lost-response UNAVAILABLE answers")
+	})
+}
+
+// replayRun is what a run through a PERMISSION_DENIED window left behind.
+type replayRun struct {
+	ct       *cloudTasks
+	rcv      *receiver
+	stats    cloudtaskstest.Stats // the server's, once the job ended
+	replayed int                  // orders the generator emitted beyond the n of the input
+}
+
+// runThroughDeniedWindow writes n orders, made by toElem (orderOf or namedOrderOf), to a
+// server that serves 1,500 creates and then answers PERMISSION_DENIED three times. The bundle
+// that meets one fails (PERMISSION_DENIED is terminal for the sink), and Flink's restart
+// strategy (.ci/engines configures fixed-delay restarts) runs the failed work again; the job
+// must then succeed.
+func runThroughDeniedWindow(t *testing.T, e engine, n int, toElem any) replayRun {
+	t.Helper()
+	const ok, denied = 1500, 3
+	if !e.RetriesBundles {
+		t.Skipf("NOT RUN on %s: it never runs a failed bundle again (it fails the job), and this case needs a runner that does, such as Flink with a restart strategy", e.Name)
+	}
+	r := replayRun{ct: newCloudTasks(t), rcv: newReceiver(t)}
+	script := make([]codes.Code, 0, ok+denied)
+	for range ok {
+		script = append(script, codes.OK)
+	}
+	for range denied {
+		script = append(script, codes.PermissionDenied)
+	}
+	r.ct.InjectErrors("CreateTask", script...)
+
+	p, s := beam.NewPipelineWithRoot()
+	elems := beam.ParDo(s, toElem, generate(s, t.Name(), n, shards))
+	cloudtasksio.Write(s, r.ct.httpConfig(r.rcv.URL+"/orders"), elems)
+	e.mustRun(t, p)
+
+	r.stats = r.ct.Stats()
+	r.replayed = int(emittedBy(t.Name())) - n
+	t.Logf("the generator emitted %d orders for %d (%d replayed); server: %+v", int(emittedBy(t.Name())), n, r.replayed, r.stats)
+	assert.Equal(t, denied, r.stats.InjectedErrors, "the whole PERMISSION_DENIED window was met")
+	assert.Positive(t, r.replayed, "Flink re-ran the failed work")
+	r.ct.waitDrained(t)
+	return r
+}
+
+func TestEngineFailedBundleIsReplayedAndEveryNamedKeyIsCreatedOnce(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n = 5000
+		r := runThroughDeniedWindow(t, e, n, namedOrderOf)
+		st := r.stats
+		assert.Equal(t, n, st.TasksCreated, "every key was stored once, attempts and replays together")
+		assert.Equal(t, st.CreateTaskCalls-st.InjectedErrors-n, st.AlreadyExists,
+			"every other create call was a replayed key that the queue already held")
+		assertEachOnce(t, r.rcv, n)
+	})
+}
+
+func TestEngineFailedBundleIsReplayedAndUnnamedOrdersArriveAtLeastOnce(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n = 5000
+		r := runThroughDeniedWindow(t, e, n, orderOf)
+		byID, _, total, bad := r.rcv.counts()
+		require.Empty(t, bad)
+		for seq := range n {
+			if !assert.Positive(t, byID[orderID(seq)], "order %d delivered at least once", seq) {
+				break
+			}
+		}
+		// An unnamed task cannot be recognised on replay: every order whose create succeeded in
+		// a failed attempt and that the restart emitted again was created a second time. So the
+		// duplicates are exactly the stored tasks beyond one per order, and they come only from
+		// the replayed orders.
+		duplicates := total - n
+		t.Logf("%d orders, %d replayed by the restart, %d extra deliveries", n, r.replayed, duplicates)
+		assert.Equal(t, r.stats.TasksCreated, total, "every stored task was delivered once")
+		assert.Equal(t, r.stats.TasksCreated-n, duplicates)
+		assert.LessOrEqual(t, duplicates, r.replayed, "only a replayed order can be duplicated")
+	})
+}
+
+func TestEngineExactlyOnceCreatesEveryOrderOnce(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n = 5000
+		ct := newCloudTasks(t)
+		rcv := newReceiver(t)
+		cfg := ct.httpConfig(rcv.URL + "/orders")
+		cfg.Delivery = cloudtasksio.ExactlyOnce
+
+		p, s := beam.NewPipelineWithRoot()
+		orders := beam.ParDo(s, orderOf, generate(s, t.Name(), n, shards))
+		cloudtasksio.Write(s, cfg, orders)
+		pr := e.mustRun(t, p)
+
+		st := ct.Stats()
+		assert.Equal(t, n, st.TasksCreated, "stage, Reshuffle, create: one task per order")
+		assert.Equal(t, n, st.CreateTaskCalls)
+		ct.waitDrained(t)
+		assertEachOnce(t, rcv, n)
+		counters := sinkCounters(pr, "cloudtasksio")
+		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
+		assert.Equal(t, int64(n), counters["numRecordsSend"])
+	})
+}
+
+// rejectEvery10th is a reject hook that refuses the task of every order whose sequence
+// number is a multiple of 10, as the service refuses an invalid task.
+func rejectEvery10th(req *cloudtaskspb.CreateTaskRequest) error {
+	var o order
+	if err := json.Unmarshal(req.GetTask().GetHttpRequest().GetBody(), &o); err != nil {
+		return err
+	}
+	if o.Seq%10 == 0 {
+		return errors.New("this order is refused by the test")
+	}
+	return nil
+}
+
+func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const n = 2000
+		const topic = "projects/engines/topics/dead-letters"
+		ct := newCloudTasks(t)
+		ct.SetRejectFunc(rejectEvery10th)
+		rcv := newReceiver(t)
+		ps := newPubSubTopic(t, topic)
+
+		cfg := ct.httpConfig(rcv.URL + "/orders")
+		cfg.OnFailure = cloudtasksio.DeadLetter
+		p, s := beam.NewPipelineWithRoot()
+		orders := beam.ParDo(s, orderOf, generate(s, t.Name(), n, shards))
+		failed := cloudtasksio.Write(s, cfg, orders)
+		pub := deadletter.DefaultPubSubConfig(topic)
+		pub.EmulatorEndpoint = ps.Addr
+		deadletter.ToPubSub(s, pub, failed)
+		pr := e.mustRun(t, p)
+
+		rejected := map[int]int{}
+		for _, m := range ps.Messages() {
+			a := m.Attributes
+			assert.Equal(t, "cloudtasks", a[deadletter.AttrConnector])
+			assert.Equal(t, ct.Queue.Path(), a[deadletter.AttrDestination])
+			assert.Equal(t, "INVALID_ARGUMENT", a[deadletter.AttrCode])
+			assert.Contains(t, a[deadletter.AttrError], "this order is refused by the test")
+			task, err := cloudtasksio.FailedTask(deadletter.FailedElement{Connector: a[deadletter.AttrConnector], Payload: m.Data})
+			require.NoError(t, err, "the message carries the whole task")
+			var o order
+			require.NoError(t, json.Unmarshal(task.GetHttpRequest().GetBody(), &o))
+			rejected[o.Seq]++
+		}
+		assert.Len(t, rejected, n/10, "one dead letter per refused order")
+		for seq, c := range rejected {
+			assert.Zero(t, seq%10, "order %d was not refused", seq)
+			assert.Equal(t, 1, c, "order %d published once", seq)
+		}
+		assert.Equal(t, n-n/10, ct.Stats().TasksCreated, "every other order was created")
+		ct.waitDrained(t)
+		byID, _, total, _ := rcv.counts()
+		assert.Equal(t, n-n/10, total)
+		assert.Len(t, byID, n-n/10)
+
+		counters := sinkCounters(pr, "cloudtasksio")
+		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
+		assert.Equal(t, int64(n/10), counters["numRecordsSendErrors"])
+		assert.Equal(t, int64(n/10), sinkCounters(pr, "deadletter")["messagesPublished"])
+	})
+}
+
+// lastTicks holds, per run id, when tickOrderFn last saw a tick (Unix nanoseconds).
+var lastTicks sync.Map // run id -> *atomic.Int64
+
+// tickOrderFn turns tick i of a periodic sequence into order i and notes when it did.
+type tickOrderFn struct{ RunID string }
+
+func (f *tickOrderFn) ProcessElement(i int64) order {
+	c, _ := lastTicks.LoadOrStore(f.RunID, new(atomic.Int64))
+	c.(*atomic.Int64).Store(time.Now().UnixNano())
+	return orderOf(int(i))
+}
+
+func TestEngineStreamingCreatesTasksWhileInputArrives(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		const ticks, interval = 200, 100 * time.Millisecond
+		ct := newCloudTasks(t)
+		var firstCreate atomic.Int64
+		ct.SetRejectFunc(func(*cloudtaskspb.CreateTaskRequest) error {
+			firstCreate.CompareAndSwap(0, time.Now().UnixNano())
+			return nil
+		})
+		rcv := newReceiver(t)
+
+		// An unbounded source: one tick every interval for ticks intervals from now, emitted by a
+		// splittable DoFn that checkpoints itself between ticks.
+		p, s := beam.NewPipelineWithRoot()
+		start := time.Now()
+		def := periodic.NewSequenceDefinition(start, start.Add(ticks*interval), interval)
+		orders := beam.ParDo(s, &tickOrderFn{RunID: t.Name()}, periodic.Sequence(s, beam.Create(s, def)))
+		cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
+		e.mustRun(t, p)
+
+		c, ok := lastTicks.Load(t.Name())
+		require.True(t, ok, "no tick reached the pipeline")
+		last := time.Unix(0, c.(*atomic.Int64).Load())
+		first := time.Unix(0, firstCreate.Load())
+		t.Logf("first create %v before the last tick", last.Sub(first))
+		assert.True(t, first.Before(last), "the first task was created (%v) before the last tick arrived (%v)", first, last)
+		assert.Equal(t, ticks, ct.Stats().TasksCreated)
+		ct.waitDrained(t)
+		assertEachOnce(t, rcv, ticks)
+	})
+}
