@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"math"
 	"path"
 	"reflect"
 	"testing"
@@ -154,12 +155,29 @@ func TestFormatAvroBodyOnPrism(t *testing.T) {
 }
 
 func TestFormatBodyIsLeftOutUnderGET(t *testing.T) {
-	task := writeOneWithOptions(t, map[string]string{"format": "json", "http.method": "get"},
-		fmtJSONOrder{ID: "A-2", Key: "order-A-2"})
+	// JSON cannot encode NaN: had the format run for this element, the element would have
+	// failed and, under FailBundle, the pipeline with it.
+	unencodable := fmtJSONOrder{ID: "A-2", Amount: math.NaN(), Key: "order-A-2"}
+	task := writeOneWithOptions(t, map[string]string{"format": "json", "http.method": "get"}, unencodable)
 
 	req := task.GetHttpRequest()
 	assert.Empty(t, req.GetBody())
 	assert.Equal(t, "GET", req.GetHttpMethod().String())
+
+	// The same element under POST, where the body is encoded, does fail: the format is what
+	// GET skipped.
+	b := newBackend(t, cloudtaskstest.WithoutDispatch())
+	q := b.newQueue(t, nil)
+	cfg, err := cloudtasksio.ConfigFromOptions(map[string]string{
+		"project": q.Project, "location": q.Location, "queue": q.Name,
+		"emulator-endpoint": b.Addr, "http.url": fmtURL, "format": "json", "http.method": "post",
+	})
+	require.NoError(t, err)
+	p, s := beam.NewPipelineWithRoot()
+	cloudtasksio.Write(s, cfg, beam.Create(s, unencodable))
+	err = ptest.Run(p)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SERIALIZATION")
 }
 
 // fmtFormHeaders is a form element that carries headers of its own.
