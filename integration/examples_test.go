@@ -3,10 +3,12 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
@@ -118,6 +120,38 @@ func TestExampleDynamicQueuesRoutesEachOrderToItsRegionsQueue(t *testing.T) {
 	}, got)
 	assert.Equal(t, int64(5), res.Counters["numRecordsSend"])
 	assert.Regexp(t, `queues/orders-eu +recordsSend=2 sendErrors=0 stored=2 orders=1,3\n`, out.String())
+}
+
+func TestExampleDynamicQueuesCountsARejectedOrderInItsQueuesSendErrors(t *testing.T) {
+	ct := exampleCloudTasks(t)
+	if ct.Server == nil {
+		t.Skip("needs the in-process server to reject one order (SetRejectFunc); unset CLOUDTASKS_EMULATOR_HOST to run it")
+	}
+	ct.Server.SetRejectFunc(func(req *cloudtaskspb.CreateTaskRequest) error {
+		if strings.Contains(string(req.GetTask().GetHttpRequest().GetBody()), `"id":"3"`) {
+			return errors.New("the order is malformed")
+		}
+		return nil
+	})
+	orders := []dynamicqueues.Order{
+		{ID: "1", Region: "eu", Amount: 5},
+		{ID: "2", Region: "us", Amount: 6},
+		{ID: "3", Region: "eu", Amount: 7},
+	}
+	var out bytes.Buffer
+
+	res, err := dynamicqueues.Run(context.Background(), ct.Endpoint, orders, examplePrism, &out)
+	require.NoError(t, err, "a rejected order is dropped, not a failed pipeline")
+
+	errs := map[string]int64{}
+	for _, d := range res.Destinations {
+		errs[d.Queue.Name] = d.Errors
+	}
+	assert.Equal(t, map[string]int64{"orders-eu": 1, "orders-us": 0, "orders-asia": 0, "orders-other": 0}, errs,
+		"the rejection counts against its own queue only")
+	assert.Equal(t, int64(1), res.Counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(2), res.Counters["numRecordsSend"])
+	assert.Regexp(t, `queues/orders-eu +recordsSend=1 sendErrors=1 stored=1 orders=1\n`, out.String())
 }
 
 func TestExampleAppEngineRoutingReachesTheHandlerInTheHostHeader(t *testing.T) {

@@ -1,7 +1,8 @@
 // Command dynamicqueues writes orders to per-region Cloud Tasks queues from one Write:
 // Config.QueueFn picks each order's queue (Europe, the US, Asia, or a fallback queue for other
-// regions), and WriterOptions.PerDestinationMetrics counts the tasks of each queue. It prints
-// those metrics next to what each queue holds afterwards.
+// regions), and WriterOptions.PerDestinationMetrics counts the tasks of each queue. An order
+// Cloud Tasks rejects is logged and dropped (LogAndDrop) and counted in its queue's sendErrors.
+// It prints those metrics next to what each queue holds afterwards.
 //
 //	go run ./examples/dynamicqueues
 //

@@ -78,7 +78,9 @@ func DemoOrders() []Order {
 }
 
 // Config is the sink configuration of the example: per-order queues, a JSON POST per order,
-// and per-destination metrics.
+// and per-destination metrics. An order whose task Cloud Tasks rejects is logged and dropped
+// rather than stopping the other regions' orders; its queue's sendErrors counter shows it,
+// which is what the counter is for.
 func Config(cloudTasksEndpoint string) cloudtasksio.Config {
 	return cloudtasksio.Config{
 		QueueFn: QueueForOrder,
@@ -88,6 +90,7 @@ func Config(cloudTasksEndpoint string) cloudtasksio.Config {
 			Body:    formats.JSON(),
 		},
 		Writer:           cloudtasksio.WriterOptions{PerDestinationMetrics: true},
+		OnFailure:        cloudtasksio.LogAndDrop,
 		EmulatorEndpoint: cloudTasksEndpoint,
 	}
 }
