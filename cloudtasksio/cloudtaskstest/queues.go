@@ -54,7 +54,12 @@ func validateQueueConfig(q *cloudtaskspb.Queue) error {
 		return err
 	}
 	if rc := q.GetRetryConfig(); rc != nil {
-		return validateRetryConfig("queue.retry_config", rc)
+		if err := validateRetryConfig("queue.retry_config", rc); err != nil {
+			return err
+		}
+	}
+	if ht := q.GetHttpTarget(); ht != nil {
+		return validateHTTPTarget(ht)
 	}
 	return nil
 }

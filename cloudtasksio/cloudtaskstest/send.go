@@ -65,16 +65,31 @@ func (d *dispatcher) outgoing(qs *queueState, e *taskEntry) *outgoing {
 	switch mt := t.GetMessageType().(type) {
 	case *cloudtaskspb.Task_HttpRequest:
 		r := mt.HttpRequest
-		out.method = effectiveMethod(r.GetHttpMethod()).String()
-		out.url = r.GetUrl()
-		out.body = r.GetBody()
-		copyHeaders(out.header, r.GetHeaders(), r.GetAuthorizationHeader() != nil)
+		ht := qs.q.GetHttpTarget() // the queue's overrides; nil when it has none
+		method := effectiveMethod(r.GetHttpMethod())
+		if m := ht.GetHttpMethod(); m != cloudtaskspb.HttpMethod_HTTP_METHOD_UNSPECIFIED {
+			method = m
+		}
+		out.method = method.String()
+		out.url = overrideURL(r.GetUrl(), ht.GetUriOverride())
+		if httpBodyMethods[method] {
+			out.body = r.GetBody() // a body-less method override drops it
+		}
+		out.oidc, out.oauth = r.GetOidcToken(), r.GetOauthToken()
+		if ht.GetAuthorizationHeader() != nil {
+			out.oidc, out.oauth = ht.GetOidcToken(), ht.GetOauthToken()
+		}
+		tokenSet := out.oidc != nil || out.oauth != nil
+		copyHeaders(out.header, r.GetHeaders(), tokenSet)
+		overrides := make(map[string]string, len(ht.GetHeaderOverrides()))
+		for _, h := range ht.GetHeaderOverrides() {
+			overrides[h.GetHeader().GetKey()] = h.GetHeader().GetValue()
+		}
+		copyHeaders(out.header, overrides, tokenSet)
 		out.header.Set("User-Agent", httpUserAgent)
 		for _, m := range meta {
 			out.header.Set("X-CloudTasks-"+m[0], m[1])
 		}
-		out.oidc = r.GetOidcToken()
-		out.oauth = r.GetOauthToken()
 	case *cloudtaskspb.Task_AppEngineHttpRequest:
 		r := mt.AppEngineHttpRequest
 		out.method = effectiveMethod(r.GetHttpMethod()).String()
@@ -104,8 +119,59 @@ func (d *dispatcher) outgoing(qs *queueState, e *taskEntry) *outgoing {
 	return out
 }
 
-// copyHeaders copies the task's headers, leaving out the ones the service
-// computes or reserves (and Authorization when a token replaces it).
+// overrideURL applies a queue's uri_override to a task's URL. In ALWAYS
+// mode (the default) each part the override sets replaces the task's:
+// scheme, host (the task's port stays), port (0 removes it), path, query
+// (empty values clear them). In IF_NOT_EXISTS mode a part applies only where
+// the task's URL has none: a port, a path (empty or "/") or a query. A task
+// URL always has a scheme and a host, so those never change in that mode.
+func overrideURL(raw string, o *cloudtaskspb.UriOverride) string {
+	u, err := url.Parse(raw)
+	if o == nil || err != nil {
+		return raw
+	}
+	always := o.GetUriOverrideEnforceMode() != cloudtaskspb.UriOverride_IF_NOT_EXISTS
+	if o.Scheme != nil && always {
+		u.Scheme = "https" // SCHEME_UNSPECIFIED defaults to HTTPS
+		if *o.Scheme == cloudtaskspb.UriOverride_HTTP {
+			u.Scheme = "http"
+		}
+	}
+	if o.Host != nil && always {
+		u.Host = joinHostPort(*o.Host, u.Port())
+	}
+	if o.Port != nil && (always || u.Port() == "") {
+		port := ""
+		if *o.Port > 0 {
+			port = strconv.FormatInt(*o.Port, 10)
+		}
+		u.Host = joinHostPort(u.Hostname(), port)
+	}
+	if o.PathOverride != nil && (always || u.Path == "" || u.Path == "/") {
+		u.Path, u.RawPath = o.GetPathOverride().GetPath(), ""
+	}
+	if o.QueryOverride != nil && (always || u.RawQuery == "") {
+		u.RawQuery, u.ForceQuery = o.GetQueryOverride().GetQueryParams(), false
+	}
+	return u.String()
+}
+
+// joinHostPort is net.JoinHostPort that leaves out an empty port and takes
+// an IPv6 host with or without brackets.
+func joinHostPort(host, port string) string {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if port != "" {
+		return net.JoinHostPort(host, port)
+	}
+	if strings.Contains(host, ":") {
+		return "[" + host + "]"
+	}
+	return host
+}
+
+// copyHeaders copies a task's headers (or a queue's header overrides),
+// leaving out the ones the service computes or reserves (and Authorization
+// when a token replaces it).
 func copyHeaders(dst http.Header, src map[string]string, tokenSet bool) {
 	for k, v := range src {
 		lk := strings.ToLower(k)

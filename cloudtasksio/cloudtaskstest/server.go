@@ -26,11 +26,15 @@
 // task's HTTP request to its target with the headers Cloud Tasks adds (and a
 // signed OIDC token or an OAuth token when the task asks for one), paced by
 // the queue's rate limits, retrying non-2xx answers per the queue's retry
-// configuration, and removes the task once it succeeds. Paused queues keep
-// their tasks. By default only loopback targets are reachable. A test that
-// asserts what was stored should use a paused queue or WithoutDispatch, so
-// that no dispatch races its assertions; a test that asserts what was
-// delivered calls Wait, which returns once nothing is left to send now.
+// configuration, and removes the task once it succeeds. A queue's
+// overrides (http_target with its uri_override, method, headers and token;
+// app_engine_routing_override), set by CreateQueue or UpdateQueue, apply to
+// every attempt as they do in the service. Paused and disabled queues
+// (DisableQueue) keep their tasks. By default only loopback targets are
+// reachable. A test that asserts what was stored should use a paused queue
+// or WithoutDispatch, so that no dispatch races its assertions; a test that
+// asserts what was delivered calls Wait, which returns once nothing is left
+// to send now.
 //
 // Nothing is global: every Server has its own state, port, clock and keys.
 // docs/testing.md describes what is emulated and what is not.
@@ -484,6 +488,16 @@ func (s *Server) PauseQueue(path string) error {
 // an unknown queue.
 func (s *Server) ResumeQueue(path string) error {
 	_, err := s.store.setQueueState(path, cloudtaskspb.Queue_RUNNING)
+	return err
+}
+
+// DisableQueue sets the queue at path DISABLED, the state a queue takes in
+// the service when a queue.yaml upload leaves it out (no API call can
+// disable a queue). Like a paused queue it keeps accepting tasks and
+// dispatches none; ResumeQueue sets it RUNNING again. It answers NOT_FOUND
+// for an unknown queue.
+func (s *Server) DisableQueue(path string) error {
+	_, err := s.store.setQueueState(path, cloudtaskspb.Queue_DISABLED)
 	return err
 }
 

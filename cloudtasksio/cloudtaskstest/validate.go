@@ -283,6 +283,66 @@ func validateAppEngineRequest(r *cloudtaskspb.AppEngineHttpRequest) error {
 	return checkHeaders("task.app_engine_http_request.headers", r.GetHeaders())
 }
 
+// validateHTTPTarget checks a queue's http_target as the service does:
+// the parts of a uri_override it sets, a known method, header overrides
+// with names and under 80KB, and a queue-level token that names both its
+// service account and its audience (OIDC) or scope (OAuth).
+func validateHTTPTarget(ht *cloudtaskspb.HttpTarget) error {
+	const f = "queue.http_target"
+	if o := ht.GetUriOverride(); o != nil {
+		if s := o.Scheme; s != nil {
+			if _, ok := cloudtaskspb.UriOverride_Scheme_name[int32(*s)]; !ok {
+				return invalid("%s.uri_override.scheme: unknown scheme %d", f, int32(*s))
+			}
+		}
+		if h := o.Host; h != nil {
+			u, err := url.Parse("//" + *h)
+			if *h == "" || err != nil || u.Hostname() == "" || u.Port() != "" || u.Host != *h ||
+				u.User != nil || strings.ContainsAny(*h, "/?#@ \t\r\n") {
+				return invalid("%s.uri_override.host: %s must be a host name or IP address, without scheme, port or path", f, echo(*h))
+			}
+		}
+		if p := o.Port; p != nil && (*p < 0 || *p > 65535) {
+			return invalid("%s.uri_override.port: %d is not a port (1 to 65535, or 0 to clear the port)", f, *p)
+		}
+		if po := o.GetPathOverride(); po != nil {
+			if p := po.GetPath(); p != "" && (!strings.HasPrefix(p, "/") || strings.ContainsAny(p, "?# \t\r\n")) {
+				return invalid("%s.uri_override.path_override.path: must be empty or start with \"/\", without query, fragment or white space", f)
+			}
+		}
+		if strings.ContainsAny(o.GetQueryOverride().GetQueryParams(), "# \t\r\n") {
+			return invalid("%s.uri_override.query_override.query_params: must not contain a fragment or white space", f)
+		}
+		if _, ok := cloudtaskspb.UriOverride_UriOverrideEnforceMode_name[int32(o.GetUriOverrideEnforceMode())]; !ok {
+			return invalid("%s.uri_override.uri_override_enforce_mode: unknown mode %d", f, int32(o.GetUriOverrideEnforceMode()))
+		}
+	}
+	if err := checkMethod(f+".http_method", ht.GetHttpMethod()); err != nil {
+		return err
+	}
+	headers := make(map[string]string, len(ht.GetHeaderOverrides()))
+	for i, h := range ht.GetHeaderOverrides() {
+		if h.GetHeader().GetKey() == "" {
+			return invalid("%s.header_overrides[%d].header.key: required", f, i)
+		}
+		headers[h.GetHeader().GetKey()] = h.GetHeader().GetValue()
+	}
+	if err := checkHeaders(f+".header_overrides", headers); err != nil {
+		return err
+	}
+	switch a := ht.GetAuthorizationHeader().(type) {
+	case *cloudtaskspb.HttpTarget_OidcToken:
+		if a.OidcToken.GetServiceAccountEmail() == "" || a.OidcToken.GetAudience() == "" {
+			return invalid("%s.oidc_token: a queue-level OIDC token needs both service_account_email and audience", f)
+		}
+	case *cloudtaskspb.HttpTarget_OauthToken:
+		if a.OauthToken.GetServiceAccountEmail() == "" || a.OauthToken.GetScope() == "" {
+			return invalid("%s.oauth_token: a queue-level OAuth token needs both service_account_email and scope", f)
+		}
+	}
+	return nil
+}
+
 // Queue configuration limits and the service's defaults.
 const (
 	maxDispatchRate      = 500
@@ -335,10 +395,14 @@ func validateRetryConfig(field string, rc *cloudtaskspb.RetryConfig) error {
 }
 
 // normalizeQueue fills the fields the service picks when they are unset and
-// derives the output-only max_burst_size from the dispatch rate. A zero
+// derives the output-only max_burst_size from the dispatch rate. The
+// output-only host of app_engine_routing_override is left empty. A zero
 // max_doublings counts as unset unless keepZeroDoublings (an UpdateQueue mask
 // that names retry_config.max_doublings explicitly).
 func normalizeQueue(q *cloudtaskspb.Queue, keepZeroDoublings bool) {
+	if r := q.GetAppEngineRoutingOverride(); r != nil {
+		r.Host = "" // output only
+	}
 	if q.RateLimits == nil {
 		q.RateLimits = &cloudtaskspb.RateLimits{}
 	}
