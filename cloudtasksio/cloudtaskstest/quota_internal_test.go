@@ -28,15 +28,18 @@ func quotaBackend(t *testing.T, opts ...Option) (*Server, func() error) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	mustQueue(t, s, &cloudtaskspb.Queue{})
+	return s, func() error { return createVia(s, postTask("{}")) }
+}
+
+// createVia sends a CreateTask of task into testQueue through the server's
+// interceptor and v2 service.
+func createVia(s *Server, task *cloudtaskspb.Task) error {
 	v2 := &v2Service{store: s.store, run: runDisabled}
-	create := func() error {
-		req := &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: postTask("{}")}
-		_, err := s.intercept(context.Background(), req, createInfo, func(ctx context.Context, r any) (any, error) {
-			return v2.CreateTask(ctx, r.(*cloudtaskspb.CreateTaskRequest))
-		})
-		return err
-	}
-	return s, create
+	req := &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: task}
+	_, err := s.intercept(context.Background(), req, createInfo, func(ctx context.Context, r any) (any, error) {
+		return v2.CreateTask(ctx, r.(*cloudtaskspb.CreateTaskRequest))
+	})
+	return err
 }
 
 // acceptedNow counts how many creates in a row succeed now, stopping at the
@@ -171,4 +174,33 @@ func requireQuotaCode(t *testing.T, err error) {
 	t.Helper()
 	require.Error(t, err)
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "error: %v", err)
+}
+
+// The quota meters requests, not stored tasks: a create that the server
+// then rejects (INVALID_ARGUMENT, ALREADY_EXISTS) has taken its token.
+func TestRejectedCreatesStillTakeAQuotaToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, create := quotaBackend(t, WithCreateQuota(testQueue, CreateQuota{PerSecond: 1, Burst: 3}))
+		call := func(task *cloudtaskspb.Task) error { return createVia(s, task) }
+		named := postTask("{}")
+		named.Name = testQueue + "/tasks/once"
+		require.NoError(t, call(named))
+		assert.Equal(t, codes.AlreadyExists, status.Code(call(named)))
+		assert.Equal(t, codes.InvalidArgument, status.Code(call(&cloudtaskspb.Task{})))
+		requireQuotaCode(t, create())
+		assert.Equal(t, 1, s.Stats().QuotaRejections)
+	})
+}
+
+func TestInjectedAnswersTakeNoQuotaToken(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, create := quotaBackend(t, WithCreateQuota(testQueue, CreateQuota{PerSecond: 1, Burst: 2}))
+		s.InjectErrors("CreateTask", codes.Unavailable, codes.Unavailable, codes.Unavailable)
+		for range 3 {
+			assert.Equal(t, codes.Unavailable, status.Code(create()))
+		}
+		assert.Equal(t, 2, acceptedNow(t, create, 10), "the whole burst is left")
+		assert.Equal(t, 3, s.Stats().InjectedErrors)
+		assert.Equal(t, 1, s.Stats().QuotaRejections)
+	})
 }
