@@ -30,7 +30,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/template"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
 // These tests run the Kafka-to-Cloud-Tasks template's local modes (files and stdin) on prism
@@ -73,30 +73,30 @@ func sinkArgs(kvs ...string) []string {
 			headers[family][name] = v
 			continue
 		}
-		args = append(args, "--"+template.SinkFlagName(k)+"="+v)
+		args = append(args, "--"+kafkatemplate.SinkFlagName(k)+"="+v)
 	}
 	for family, h := range headers {
 		obj, _ := json.Marshal(h)
-		args = append(args, "--"+template.SinkFlagName(family+".headers")+"="+string(obj))
+		args = append(args, "--"+kafkatemplate.SinkFlagName(family+".headers")+"="+string(obj))
 	}
 	return args
 }
 
 // parseTplFlags parses template flags as the template's main does.
-func parseTplFlags(t *testing.T, args ...string) *template.Options {
+func parseTplFlags(t *testing.T, args ...string) *kafkatemplate.Options {
 	t.Helper()
 	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
-	opts := template.RegisterFlags(fs)
+	opts := kafkatemplate.RegisterFlags(fs)
 	require.NoError(t, fs.Parse(args))
 	return opts
 }
 
 // runTemplate builds the template's pipeline and runs it on prism, returning every counter
 // keyed "namespace.name".
-func runTemplate(t *testing.T, opts *template.Options) (map[string]int64, error) {
+func runTemplate(t *testing.T, opts *kafkatemplate.Options) (map[string]int64, error) {
 	t.Helper()
 	p, s := beam.NewPipelineWithRoot()
-	require.NoError(t, template.Build(s, *opts))
+	require.NoError(t, kafkatemplate.Build(s, *opts))
 	pr, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func TestTemplateLogAndDropKeepsGoodRecords(t *testing.T) {
 
 	counters, err := runTemplate(t, opts)
 	require.NoError(t, err)
-	assert.Equal(t, int64(len(tplBadRecords)), counters[template.MetricsNamespace+".recordsRejected"])
+	assert.Equal(t, int64(len(tplBadRecords)), counters[kafkatemplate.MetricsNamespace+".recordsRejected"])
 	tasks := env.server.Tasks(env.queue.Path())
 	require.Len(t, tasks, 1)
 	assert.Equal(t, cloudtasksio.TaskID("good"), path.Base(tasks[0].GetName()))
@@ -287,7 +287,7 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 		assert.NotContains(t, m.Attributes[deadletter.AttrError], "tomorrow noon", "errors never carry the record")
 		codes[m.Attributes[deadletter.AttrCode]]++
 		if m.Attributes[deadletter.AttrCode] == "SERIALIZATION" {
-			var rec template.Record
+			var rec kafkatemplate.Record
 			require.NoError(t, json.Unmarshal(m.Data, &rec), "an unreadable record's dead letter carries the record as JSON")
 			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")
 			deadValues = append(deadValues, string(rec.Value))
@@ -345,7 +345,7 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := parseTplFlags(t, append(append([]string{}, tplSink...), tc.args...)...)
 			_, s := beam.NewPipelineWithRoot()
-			err := template.Build(s, *opts)
+			err := kafkatemplate.Build(s, *opts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 		})
@@ -355,7 +355,7 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 	opts := parseTplFlags(t, sinkArgs("project=p", "location=l", "queue=q")...)
 	opts.Stdin = strings.NewReader("x\n")
 	_, s := beam.NewPipelineWithRoot()
-	err := template.Build(s, *opts)
+	err := kafkatemplate.Build(s, *opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--url_field")
 
@@ -364,7 +364,7 @@ func TestTemplateConfigurationErrorsNameTheFlag(t *testing.T) {
 	opts.Stdin = strings.NewReader("x\n")
 	opts.Sink["format"] = "json"
 	_, s = beam.NewPipelineWithRoot()
-	err = template.Build(s, *opts)
+	err = kafkatemplate.Build(s, *opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "option key format=json")
 }
@@ -395,7 +395,7 @@ func TestTemplateSecretFlagsAreNeverQuoted(t *testing.T) {
 			opts := parseTplFlags(t, append(append([]string{}, tplSink...), tc.args...)...)
 			opts.Stdin = strings.NewReader("x\n")
 			_, s := beam.NewPipelineWithRoot()
-			err := template.Build(s, *opts)
+			err := kafkatemplate.Build(s, *opts)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.NotContains(t, err.Error(), "s3cr3t")
@@ -417,18 +417,18 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 	raw, err := os.ReadFile("../examples/kafka-to-cloudtasks/metadata.json")
 	require.NoError(t, err)
 	var spec struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Streaming   bool            `json:"streaming"`
-		Parameters  []template.Flag `json:"parameters"`
-		Extra       map[string]any  `json:"-"`
+		Name        string               `json:"name"`
+		Description string               `json:"description"`
+		Streaming   bool                 `json:"streaming"`
+		Parameters  []kafkatemplate.Flag `json:"parameters"`
+		Extra       map[string]any       `json:"-"`
 	}
 	require.NoError(t, json.Unmarshal(raw, &spec))
 	assert.NotEmpty(t, spec.Name)
 	assert.NotEmpty(t, spec.Description)
 
 	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
-	template.RegisterFlags(fs)
+	kafkatemplate.RegisterFlags(fs)
 	var flagNames, paramNames []string
 	fs.VisitAll(func(f *flag.Flag) { flagNames = append(flagNames, f.Name) })
 	for _, p := range spec.Parameters {
@@ -436,7 +436,7 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 	}
 	assert.ElementsMatch(t, flagNames, paramNames, "every flag is a parameter of metadata.json and every parameter a flag")
 
-	want := template.Flags()
+	want := kafkatemplate.Flags()
 	require.Len(t, spec.Parameters, len(want))
 	for i, f := range want {
 		p := spec.Parameters[i]
@@ -466,7 +466,7 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 	}
 }
 
-func requiredNames(flags []template.Flag) []string {
+func requiredNames(flags []kafkatemplate.Flag) []string {
 	var out []string
 	for _, f := range flags {
 		if !f.Optional {
@@ -489,7 +489,7 @@ func TestTemplateKafkaModeExpandsThroughTheExpansionService(t *testing.T) {
 		"--kafka_topics", "orders", "--expansion_addr", closed,
 		`--kafka_consumer_properties={"sasl.jaas.config":"s3cr3t"}`)...)
 	_, s := beam.NewPipelineWithRoot()
-	err = template.Build(s, *opts)
+	err = kafkatemplate.Build(s, *opts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--expansion_addr")
 	assert.Contains(t, err.Error(), "kafka_read", "the Kafka read's URN was sent for expansion")

@@ -35,18 +35,18 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/template"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
 func main() {
-	opts := template.RegisterFlags(flag.CommandLine)
+	opts := kafkatemplate.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 	beam.Init()
 
 	ctx := context.Background()
 	opts.Stdin = os.Stdin
 	p, s := beam.NewPipelineWithRoot()
-	if err := template.Build(s, *opts); err != nil {
+	if err := kafkatemplate.Build(s, *opts); err != nil {
 		log.Exitf(ctx, "kafka-to-cloudtasks: %v", err)
 	}
 	if err := beamx.Run(ctx, p); err != nil {

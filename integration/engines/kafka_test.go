@@ -33,7 +33,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/template"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
 // Variables naming the Kafka suite's services; .ci/engines starts them and sets both.
@@ -138,10 +138,10 @@ func (r *bodyReceiver) deliveries() []delivery {
 func runKafkaTemplate(t *testing.T, e engine, args ...string) beam.PipelineResult {
 	t.Helper()
 	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
-	opts := template.RegisterFlags(fs)
+	opts := kafkatemplate.RegisterFlags(fs)
 	require.NoError(t, fs.Parse(args))
 	p, s := beam.NewPipelineWithRoot()
-	require.NoError(t, template.Build(s, *opts))
+	require.NoError(t, kafkatemplate.Build(s, *opts))
 	return e.mustRun(t, p)
 }
 
@@ -313,7 +313,7 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 			for _, m := range msgs {
 				assert.Equal(t, "SERIALIZATION", m.Attributes[deadletter.AttrCode])
 				assert.Equal(t, ct.Queue.Path(), m.Attributes[deadletter.AttrDestination])
-				var rec template.Record
+				var rec kafkatemplate.Record
 				require.NoError(t, json.Unmarshal(m.Data, &rec), "the dead letter carries the record as JSON")
 				want, ok := unreadable[string(rec.Value)]
 				require.True(t, ok, "a dead letter of a record that was readable: %.80q", rec.Value)

@@ -1,4 +1,4 @@
-package template
+package kafkatemplate
 
 import (
 	"bytes"
@@ -194,7 +194,7 @@ var flagTable = func() []Flag {
 	seen := map[string]bool{}
 	for _, f := range t {
 		if seen[f.Name] {
-			panic("template: flag " + f.Name + " is listed twice")
+			panic("kafkatemplate: flag " + f.Name + " is listed twice")
 		}
 		seen[f.Name] = true
 	}

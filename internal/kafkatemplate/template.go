@@ -1,13 +1,12 @@
-// Package template is the pipeline of the Kafka-to-Cloud-Tasks template
+// Package kafkatemplate is the pipeline of the Kafka-to-Cloud-Tasks template
 // (examples/kafka-to-cloudtasks): it reads records from Kafka (through Beam's cross-language
 // Kafka read), from local files or from stdin, and writes one Cloud Task per record with
 // cloudtasksio. Each record's value becomes the task's body unchanged; with JSON records, named
 // fields of the value can supply the task id, the URL and the schedule time.
 //
-// It is a library so that the same pipeline can be built by the template's main and by the
-// integration tests.
-// docs/template.md is the user guide.
-package template
+// It is an internal library so that the same pipeline can be built by the template's main and
+// by the integration tests; it is not an API. docs/template.md is the user guide.
+package kafkatemplate
 
 import (
 	"bufio"
@@ -28,7 +27,6 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
 func init() {
@@ -245,112 +243,6 @@ func Build(s beam.Scope, o Options) error {
 		return fmt.Errorf("--dead_letter_topic: %w", err)
 	}
 	return nil
-}
-
-// configure checks the options and returns the sink configuration and the record reader's.
-func configure(o Options) (cloudtasksio.Config, recordSpec, error) {
-	var spec recordSpec
-	if o.flagProblems != nil && len(*o.flagProblems) > 0 {
-		return cloudtasksio.Config{}, spec, errors.New((*o.flagProblems)[0])
-	}
-	cfg, err := cloudtasksio.ConfigFromOptions(o.Sink)
-	if err != nil {
-		return cfg, spec, sinkError(err)
-	}
-	spec.Destination = cfg.Queue.Path()
-
-	switch o.Format {
-	case FormatRaw, "":
-		spec.JSON = false
-		for _, f := range []struct{ flag, value string }{
-			{"--task_id_field", o.TaskIDField}, {"--url_field", o.URLField}, {"--schedule_time_field", o.ScheduleTimeField},
-		} {
-			if f.value != "" {
-				return cfg, spec, fmt.Errorf("%s reads a field of JSON records: it needs --format json", f.flag)
-			}
-		}
-	case FormatJSON:
-		spec.JSON = true
-	default:
-		return cfg, spec, fmt.Errorf("--format %q is not accepted; accepted: raw, json", o.Format)
-	}
-	spec.TaskIDField, spec.URLField, spec.ScheduleTimeField = o.TaskIDField, o.URLField, o.ScheduleTimeField
-	if o.TaskIDFromKey && o.TaskIDField != "" {
-		return cfg, spec, errors.New("--task_id_from_key and --task_id_field both name the task; give one")
-	}
-	spec.TaskIDFromKey = o.TaskIDFromKey
-
-	// The body is always the record's value, so the only body format is raw.
-	var bodyFormat *formats.Format
-	var headers *map[string]string
-	if cfg.HTTP != nil {
-		bodyFormat, headers = &cfg.HTTP.Body, &cfg.HTTP.Headers
-		if cfg.HTTP.URL == "" && o.URLField == "" {
-			return cfg, spec, errors.New("no task URL: set --cloudtasks_http_url or --url_field")
-		}
-	} else {
-		bodyFormat, headers = &cfg.AppEngine.Body, &cfg.AppEngine.Headers
-	}
-	switch bodyFormat.Name {
-	case "":
-		*bodyFormat = formats.Raw()
-	case formats.NameRaw:
-	default:
-		return cfg, spec, fmt.Errorf("option key format=%s: the template sends each record's value unchanged, so the sink format must be raw or left out (use --format json for JSON records)", bodyFormat.Name)
-	}
-	if spec.JSON && !hasHeader(*headers, "Content-Type") {
-		h := map[string]string{"Content-Type": "application/json"}
-		for k, v := range *headers {
-			h[k] = v
-		}
-		*headers = h
-	}
-
-	if o.TaskIDField != "" || o.TaskIDFromKey {
-		if cfg.AppEngine != nil {
-			cfg.TaskIDFn = appEngineRecordKey
-		} else {
-			cfg.TaskIDFn = httpRecordKey
-		}
-	}
-
-	policy := o.OnFailure
-	if policy == "" {
-		policy = OnFailureFail
-		if o.DeadLetterTopic != "" {
-			policy = OnFailureDeadLetter
-		}
-	}
-	switch policy {
-	case OnFailureFail:
-		cfg.OnFailure = cloudtasksio.FailBundle
-	case OnFailureLogAndDrop:
-		cfg.OnFailure = cloudtasksio.LogAndDrop
-	case OnFailureDeadLetter:
-		cfg.OnFailure = cloudtasksio.DeadLetter
-		if o.DeadLetterTopic == "" {
-			return cfg, spec, errors.New("--on_failure dead-letter needs --dead_letter_topic")
-		}
-	default:
-		return cfg, spec, fmt.Errorf("--on_failure %q is not accepted; accepted: fail, log-and-drop, dead-letter", o.OnFailure)
-	}
-	if o.DeadLetterTopic != "" && cfg.OnFailure != cloudtasksio.DeadLetter {
-		return cfg, spec, fmt.Errorf("--dead_letter_topic is set but --on_failure is %s; use dead-letter or leave --on_failure out", policy)
-	}
-	if o.DeadLetterEmulatorEndpoint != "" && o.DeadLetterTopic == "" {
-		return cfg, spec, errors.New("--dead_letter_emulator_endpoint needs --dead_letter_topic")
-	}
-	spec.OnFailure = cfg.OnFailure
-	return cfg, spec, nil
-}
-
-func hasHeader(headers map[string]string, name string) bool {
-	for k := range headers {
-		if strings.EqualFold(k, name) {
-			return true
-		}
-	}
-	return false
 }
 
 // source returns the records as a PCollection<Record>.
