@@ -308,10 +308,12 @@ func TestEngineStreamingCreatesTasksWhileInputArrives(t *testing.T) {
 		const ticks, interval = 200, 100 * time.Millisecond
 		ct := newCloudTasks(t)
 		var firstCreate atomic.Int64
-		ct.SetRejectFunc(func(*cloudtaskspb.CreateTaskRequest) error {
-			firstCreate.CompareAndSwap(0, time.Now().UnixNano())
-			return nil
+		stop := ct.Observe("CreateTask", func(c cloudtaskstest.Call) {
+			if c.Err == nil {
+				firstCreate.CompareAndSwap(0, c.End.UnixNano())
+			}
 		})
+		defer stop()
 		rcv := newReceiver(t)
 
 		// An unbounded source: one tick every interval for ticks intervals from now, emitted by a
