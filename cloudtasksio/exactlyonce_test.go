@@ -665,3 +665,14 @@ func TestExactlyOnceCountsTheElementsTheSerializerSkips(t *testing.T) {
 	assert.Len(t, staged, 2, "a skipped element stages nothing")
 	assert.Equal(t, int64(3), counters()["recordsSkipped"])
 }
+
+func TestWriterOptionsAreValidatedAgainOnTheWorker(t *testing.T) {
+	spec := eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())
+	spec.Writer.MaxInFlightTasks = -1 // the engine would panic on it
+	err := (&writeFn{Spec: spec}).Setup()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WriterOptions.MaxInFlightTasks")
+	err = (&stagedCreateFn{Spec: spec}).Setup()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WriterOptions.MaxInFlightTasks")
+}
