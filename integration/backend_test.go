@@ -18,12 +18,10 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
 
 // externalEmulatorEnv names the variable that points the suite at an external Cloud Tasks
@@ -41,8 +39,9 @@ const (
 const deliveryTimeout = 30 * time.Second
 
 // backend is the Cloud Tasks server a test writes to: an in-process cloudtaskstest server, or
-// the external emulator named by CLOUDTASKS_EMULATOR_HOST. Either way the test creates its
-// queues through the API and points the sink at Addr.
+// the external emulator named by CLOUDTASKS_EMULATOR_HOST (exampleenv.StartCloudTasks, which
+// the examples use too). Either way the test creates its queues through the API and points
+// the sink at Addr.
 type backend struct {
 	// Addr is the emulator's "host:port", for cloudtasksio.Config.EmulatorEndpoint.
 	Addr string
@@ -57,23 +56,12 @@ type backend struct {
 // needsCloudtaskstest first.
 func newBackend(t *testing.T, opts ...cloudtaskstest.Option) *backend {
 	t.Helper()
-	b := &backend{Addr: os.Getenv(externalEmulatorEnv)}
-	clientOpts := []option.ClientOption{
-		option.WithEndpoint(b.Addr),
-		option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-	}
-	if b.Addr == "" {
-		b.Server = cloudtaskstest.NewServer(opts...)
-		t.Cleanup(func() { b.Server.Close() })
-		b.Addr = b.Server.Addr
-		clientOpts = b.Server.ClientOptions()
-	}
-	client, err := cloudtasks.NewClient(context.Background(), clientOpts...)
+	ct := exampleenv.StartCloudTasks(os.Getenv(externalEmulatorEnv), opts...)
+	t.Cleanup(ct.Close)
+	client, err := ct.NewClient(context.Background())
 	require.NoError(t, err)
 	t.Cleanup(func() { client.Close() })
-	b.Client = client
-	return b
+	return &backend{Addr: ct.Endpoint, Server: ct.Server, Client: client}
 }
 
 // needsCloudtaskstest skips t against an external emulator, naming the in-process feature

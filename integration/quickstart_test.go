@@ -6,26 +6,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
 )
 
-// TestQuickstartCreatesFastAndDeliversAtTheQueueRate runs the quickstart's own code (it
-// starts its own in-process server whatever the suite's backend).
+// TestQuickstartCreatesFastAndDeliversAtTheQueueRate runs the quickstart's own code, on an
+// in-process server of its own whatever the suite's backend.
 func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	const orders, rate = 300, 100
 	var progress bytes.Buffer
-	sum, err := quickstart.Run(context.Background(), quickstart.Options{
-		Orders:   orders,
-		Rate:     rate,
-		Progress: &progress,
-		Run: func(_ context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
-			return ptest.RunWithMetrics(p)
-		},
+	env := exampleenv.Env{CloudTasks: exampleCloudTasks(t), Runner: examplePrism, Out: &progress}
+	sum, err := quickstart.Run(context.Background(), env, quickstart.Options{
+		Orders: orders,
+		Rate:   rate,
 	})
 	require.NoError(t, err)
 

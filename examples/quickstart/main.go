@@ -11,6 +11,9 @@
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -orders 10000 -rate 500 -latency 50ms
 //
+// The pipeline itself, its one Write call, is internal/examples/quickstart/pipeline.go; run.go
+// there is the harness around it.
+//
 // With no -runner flag the pipeline runs on prism, Beam's local runner. The Beam standard
 // flags are accepted too, but the server and the handler live in this process, so only a
 // runner that executes the workers in this process (prism in loopback mode) can reach them.
@@ -50,8 +53,6 @@ func run(ctx context.Context) error {
 		Orders:        *orders,
 		Rate:          *rate,
 		CreateLatency: *latency,
-		Progress:      os.Stdout,
-		Run:           beamx.RunWithMetrics,
 	}
 	if *latency == 0 {
 		opts.CreateLatency = -1 // the flag's 0 means none; the library's 0 means its default
@@ -62,12 +63,10 @@ func run(ctx context.Context) error {
 			opts.ProgressWidth = w
 		}
 	}
-	sum, err := quickstart.Run(ctx, opts)
-	if err != nil {
-		return err
-	}
-	sum.Print(os.Stdout)
-	return nil
+	ct := exampleenv.StartCloudTasks("")
+	defer ct.Close()
+	_, err := quickstart.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
+	return err
 }
 
 func usage(msg string) {

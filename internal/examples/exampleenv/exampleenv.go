@@ -11,6 +11,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -30,6 +31,27 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
+
+// Env is what an example runs against and where it reports. Every example's Run takes one:
+//
+//	Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
+type Env struct {
+	// CloudTasks is the Cloud Tasks emulator the example writes to (StartCloudTasks).
+	CloudTasks *CloudTasks
+	// Runner runs the example's pipelines.
+	Runner Runner
+	// Out receives what the example prints (its progress and its result); nil prints
+	// nothing.
+	Out io.Writer
+}
+
+// Output is env.Out, or io.Discard when it is nil.
+func (env Env) Output() io.Writer {
+	if env.Out == nil {
+		return io.Discard
+	}
+	return env.Out
+}
 
 // Runner runs a pipeline and returns its result, whose metrics the examples print. Programs
 // pass beamx.RunWithMetrics (the runner chosen by Beam's --runner flag); tests pass a
@@ -70,7 +92,9 @@ func EmulatorOptions(endpoint string) []option.ClientOption {
 	return gcpconn.EmulatorOptions(endpoint)
 }
 
-// CloudTasks is the Cloud Tasks emulator an example runs against.
+// CloudTasks is the Cloud Tasks emulator an example or an integration test runs against: an
+// external emulator, or an in-process cloudtaskstest server. Either way its user creates
+// queues through the API and points the sink at Endpoint.
 type CloudTasks struct {
 	// Endpoint is the emulator's "host:port", for cloudtasksio.Config.EmulatorEndpoint.
 	Endpoint string
@@ -99,6 +123,11 @@ func (c *CloudTasks) Close() {
 	}
 }
 
+// NewClient returns a Cloud Tasks client connected to the emulator. Close it when done.
+func (c *CloudTasks) NewClient(ctx context.Context) (*cloudtasks.Client, error) {
+	return NewClient(ctx, c.Endpoint)
+}
+
 // NewClient returns a Cloud Tasks client for the emulator at endpoint. Close it when done.
 func NewClient(ctx context.Context, endpoint string) (*cloudtasks.Client, error) {
 	c, err := cloudtasks.NewClient(ctx, EmulatorOptions(endpoint)...)
@@ -108,12 +137,26 @@ func NewClient(ctx context.Context, endpoint string) (*cloudtasks.Client, error)
 	return c, nil
 }
 
+// CreateQueue creates queue q with the given rate limits (nil for the emulator's defaults) and
+// returns it as the emulator reports it.
+func CreateQueue(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue, limits *cloudtaskspb.RateLimits) (*cloudtaskspb.Queue, error) {
+	created, err := createQueue(ctx, c, q, limits)
+	if err != nil {
+		return nil, fmt.Errorf("creating queue %s: %w", q.Path(), err)
+	}
+	return created, nil
+}
+
+func createQueue(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue, limits *cloudtaskspb.RateLimits) (*cloudtaskspb.Queue, error) {
+	parent := "projects/" + q.Project + "/locations/" + q.Location
+	return c.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: parent, Queue: &cloudtaskspb.Queue{Name: q.Path(), RateLimits: limits}})
+}
+
 // EnsureQueue creates queue unless it exists, and pauses it when paused is true. A paused
 // queue keeps its tasks, so an example can list them after the pipeline instead of racing
 // their dispatch.
 func EnsureQueue(ctx context.Context, c *cloudtasks.Client, q cloudtasksio.Queue, paused bool) error {
-	parent := "projects/" + q.Project + "/locations/" + q.Location
-	_, err := c.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{Parent: parent, Queue: &cloudtaskspb.Queue{Name: q.Path()}})
+	_, err := createQueue(ctx, c, q, nil)
 	if err != nil && status.Code(err) != codes.AlreadyExists {
 		return fmt.Errorf("creating queue %s: %w", q.Path(), err)
 	}
