@@ -205,7 +205,7 @@ func TestLogAndDropBoundsItsLogLinesPerBundleAndKeepsTheCountersExact(t *testing
 		assert.Contains(t, summary, fmt.Sprintf("%d in this bundle", dropped))
 		assert.Contains(t, summary, "numRecordsSendErrors")
 		assert.NotContains(t, logs.String(), "secret-token", "no element value in the log")
-		assert.Equal(t, int64(bundle*dropped), counters()["numRecordsSendErrors"], "every drop is counted")
+		assert.Equal(t, int64(bundle*dropped), counters()[MetricRecordsSendErrors], "every drop is counted")
 	}
 }
 
@@ -241,9 +241,9 @@ func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
 	for i := range n {
 		require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(i)}, discardDeadLetters))
 		g := gaugeReader(ctx)
-		maxInFlight = max(maxInFlight, g["inFlightTasks"])
-		maxParked = max(maxParked, g["parkedTasks"])
-		maxHeld = max(maxHeld, g["inFlightTasks"]+g["parkedTasks"])
+		maxInFlight = max(maxInFlight, g[MetricInFlightTasks])
+		maxParked = max(maxParked, g[MetricParkedTasks])
+		maxHeld = max(maxHeld, g[MetricInFlightTasks]+g[MetricParkedTasks])
 	}
 	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
 
@@ -255,6 +255,6 @@ func TestTheCapBoundsCreatesAtTheServer(t *testing.T) {
 	assert.Positive(t, maxParked, "the parkedTasks gauge reported the parked retries")
 	assert.LessOrEqual(t, maxHeld, int64(cap), "in flight plus parked never exceeded the cap")
 	g := gaugeReader(ctx)
-	assert.Zero(t, g["inFlightTasks"], "after the flush")
-	assert.Zero(t, g["parkedTasks"], "after the flush")
+	assert.Zero(t, g[MetricInFlightTasks], "after the flush")
+	assert.Zero(t, g[MetricParkedTasks], "after the flush")
 }

@@ -1,6 +1,7 @@
 package cloudtasksio
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
@@ -143,9 +144,16 @@ const (
 	// deduplicates them while it remembers the name.
 	AtLeastOnce DeliveryGuarantee = iota
 	// ExactlyOnce names every task before a Reshuffle and creates it after, so a retried
-	// bundle re-sends the same named task. See StagedOptions for the recovery window.
+	// bundle re-sends the same named task. "Exactly-once and runners" in the package
+	// documentation says where random ids are stable; StagedOptions sets the creation deadline.
 	ExactlyOnce
 )
+
+// String returns the constant's name ("AtLeastOnce", "ExactlyOnce"), or
+// "DeliveryGuarantee(<n>)" for a value that is neither.
+func (d DeliveryGuarantee) String() string {
+	return enumName("DeliveryGuarantee", int(d), "AtLeastOnce", "ExactlyOnce")
+}
 
 // FailurePolicy decides what happens to an element whose task cannot be built, whose task-id
 // function fails, or whose task Cloud Tasks rejects with INVALID_ARGUMENT. Every other failure
@@ -166,6 +174,12 @@ const (
 	DeadLetter
 )
 
+// String returns the constant's name ("FailBundle", "LogAndDrop", "DeadLetter"), or
+// "FailurePolicy(<n>)" for an unknown value.
+func (p FailurePolicy) String() string {
+	return enumName("FailurePolicy", int(p), "FailBundle", "LogAndDrop", "DeadLetter")
+}
+
 // ExpiredEnvelopePolicy decides what exactly-once creation does with a staged task whose
 // creation deadline has passed, because creating it now could duplicate a task whose name
 // Cloud Tasks has already forgotten.
@@ -181,6 +195,20 @@ const (
 	// ExpiredDrop discards it (loses it unless the handler's own records prove completion).
 	ExpiredDrop
 )
+
+// String returns the constant's name ("ExpiredFail", "ExpiredAssumeCreated",
+// "ExpiredCreateAnyway", "ExpiredDrop"), or "ExpiredEnvelopePolicy(<n>)" for an unknown value.
+func (p ExpiredEnvelopePolicy) String() string {
+	return enumName("ExpiredEnvelopePolicy", int(p), "ExpiredFail", "ExpiredAssumeCreated", "ExpiredCreateAnyway", "ExpiredDrop")
+}
+
+// enumName returns names[v], or "<typ>(<v>)" when v is not a known value.
+func enumName(typ string, v int, names ...string) string {
+	if v >= 0 && v < len(names) {
+		return names[v]
+	}
+	return typ + "(" + strconv.Itoa(v) + ")"
+}
 
 // StagedOptions tune exactly-once creation. They are checked at construction and again on
 // each worker; a value out of range is an error naming the field.

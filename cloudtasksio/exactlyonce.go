@@ -82,7 +82,7 @@ func (f *stageFn) Setup() error {
 		return err
 	}
 	f.builders.spec = f.Spec
-	f.skipped = beam.NewCounter(metricsNamespace, "recordsSkipped")
+	f.skipped = beam.NewCounter(MetricsNamespace, MetricRecordsSkipped)
 	if f.now == nil {
 		f.now = time.Now
 	}
@@ -203,13 +203,13 @@ func (f *stagedCreateFn) Setup() error {
 	f.Spec.Writer = writer
 	f.metrics = newSinkMetrics(f.Spec.Writer.PerDestinationMetrics)
 	f.expired = map[ExpiredEnvelopePolicy]beam.Counter{
-		ExpiredFail:          beam.NewCounter(metricsNamespace, "expiredEnvelopesFailed"),
-		ExpiredAssumeCreated: beam.NewCounter(metricsNamespace, "expiredEnvelopesAssumedCreated"),
-		ExpiredCreateAnyway:  beam.NewCounter(metricsNamespace, "expiredEnvelopesCreatedAnyway"),
-		ExpiredDrop:          beam.NewCounter(metricsNamespace, "expiredEnvelopesDropped"),
+		ExpiredFail:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesFailed),
+		ExpiredAssumeCreated: beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesAssumedCreated),
+		ExpiredCreateAnyway:  beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesCreatedAnyway),
+		ExpiredDrop:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesDropped),
 	}
-	f.age = beam.NewDistribution(metricsNamespace, "stagedTaskAgeMillis")
-	f.budget = beam.NewDistribution(metricsNamespace, "stagedTaskRemainingMillis")
+	f.age = beam.NewDistribution(MetricsNamespace, MetricStagedTaskAgeMillis)
+	f.budget = beam.NewDistribution(MetricsNamespace, MetricStagedTaskRemainingMillis)
 	return nil
 }
 
@@ -433,7 +433,7 @@ func compileDelivery(cfg Config, spec *sinkSpec) error {
 		return nil
 	case ExactlyOnce:
 	default:
-		return fmt.Errorf("cloudtasksio: Config.Delivery %d is not AtLeastOnce or ExactlyOnce", cfg.Delivery)
+		return fmt.Errorf("cloudtasksio: Config.Delivery %v is not AtLeastOnce or ExactlyOnce", cfg.Delivery)
 	}
 	if cfg.QueueFn != nil {
 		return errors.New("cloudtasksio: Config.Delivery ExactlyOnce requires a fixed Config.Queue, not Config.QueueFn")
@@ -497,7 +497,7 @@ func (o StagedOptions) validate() error {
 		}
 	}
 	if o.ExpiredEnvelopePolicy < ExpiredFail || o.ExpiredEnvelopePolicy > ExpiredDrop {
-		return &stagedError{"ExpiredEnvelopePolicy", fmt.Sprintf("%d is not a known policy", o.ExpiredEnvelopePolicy)}
+		return &stagedError{"ExpiredEnvelopePolicy", fmt.Sprintf("%v is not a known policy", o.ExpiredEnvelopePolicy)}
 	}
 	if o.creationWindow() < time.Millisecond {
 		return &stagedError{"", fmt.Sprintf("NameRetention %v - ClockSkewAllowance %v - RequestTimeout %v leaves less than 1ms to create a task",

@@ -264,10 +264,10 @@ func TestExpiredEnvelopePolicies(t *testing.T) {
 		created   int64
 		wantError bool
 	}{
-		{ExpiredFail, "expiredEnvelopesFailed", 0, 0, true},
-		{ExpiredAssumeCreated, "expiredEnvelopesAssumedCreated", 0, 0, false},
-		{ExpiredCreateAnyway, "expiredEnvelopesCreatedAnyway", 1, 1, false},
-		{ExpiredDrop, "expiredEnvelopesDropped", 0, 0, false},
+		{ExpiredFail, MetricExpiredEnvelopesFailed, 0, 0, true},
+		{ExpiredAssumeCreated, MetricExpiredEnvelopesAssumedCreated, 0, 0, false},
+		{ExpiredCreateAnyway, MetricExpiredEnvelopesCreatedAnyway, 1, 1, false},
+		{ExpiredDrop, MetricExpiredEnvelopesDropped, 0, 0, false},
 	} {
 		t.Run(c.counter, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -290,7 +290,7 @@ func TestExpiredEnvelopePolicies(t *testing.T) {
 				assert.Equal(t, c.sends, creator.callCount())
 				got := counters()
 				assert.Equal(t, int64(1), got[c.counter])
-				assert.Equal(t, c.created, got["numRecordsSend"])
+				assert.Equal(t, c.created, got[MetricRecordsSend])
 			})
 		})
 	}
@@ -312,8 +312,8 @@ func TestADeadlinePassingDuringRetriesIsCheckedBeforeTheResend(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "creation deadline")
 		assert.Equal(t, 1, creator.callCount(), "the retry was not sent after the deadline")
-		assert.Equal(t, int64(1), counters()["expiredEnvelopesFailed"])
-		assert.Equal(t, int64(1), counters()["errorClass.UNAVAILABLE.errors"])
+		assert.Equal(t, int64(1), counters()[MetricExpiredEnvelopesFailed])
+		assert.Equal(t, int64(1), counters()[MetricErrorClass("UNAVAILABLE")])
 	})
 }
 
@@ -329,8 +329,8 @@ func TestCreateAnywayCountsAnEnvelopeOnceAcrossRetries(t *testing.T) {
 		f.Setup()
 		require.NoError(t, createAll(ctx, f, expiredEnvelope(t, spec, "k")))
 		assert.Equal(t, 3, creator.callCount())
-		assert.Equal(t, int64(1), counters()["expiredEnvelopesCreatedAnyway"])
-		assert.Equal(t, int64(1), counters()["numRecordsSend"])
+		assert.Equal(t, int64(1), counters()[MetricExpiredEnvelopesCreatedAnyway])
+		assert.Equal(t, int64(1), counters()[MetricRecordsSend])
 	})
 }
 
@@ -374,8 +374,8 @@ func TestStagedAgeAndRemainingBudgetAreMeasuredWhenTheCreateStepTakesAnEnvelope(
 		got := distributions(ctx)
 		const age = int64(10 * time.Minute / time.Millisecond)
 		const remaining = int64((54*time.Minute + 40*time.Second - 10*time.Minute) / time.Millisecond)
-		assert.Equal(t, [4]int64{2, 2 * age, age, age}, got["stagedTaskAgeMillis"])
-		assert.Equal(t, [4]int64{2, 2 * remaining, remaining, remaining}, got["stagedTaskRemainingMillis"])
+		assert.Equal(t, [4]int64{2, 2 * age, age, age}, got[MetricStagedTaskAgeMillis])
+		assert.Equal(t, [4]int64{2, 2 * remaining, remaining, remaining}, got[MetricStagedTaskRemainingMillis])
 	})
 }
 
@@ -469,8 +469,8 @@ func TestReplayingStagedEnvelopesCreatesEachTaskOnce(t *testing.T) {
 	}
 	assert.Len(t, srv.Tasks("projects/p/locations/l/queues/replay"), 100)
 	got := counters()
-	assert.Equal(t, int64(250), got["numRecordsSend"], "every envelope of every attempt counts as sent")
-	assert.Equal(t, int64(5+50+100), got["tasksDeduplicated"], "lost responses, then the replays")
+	assert.Equal(t, int64(250), got[MetricRecordsSend], "every envelope of every attempt counts as sent")
+	assert.Equal(t, int64(5+50+100), got[MetricTasksDeduplicated], "lost responses, then the replays")
 }
 
 func TestStagedCreateAFailureFailsTheBundleWithoutPayload(t *testing.T) {
@@ -559,7 +559,7 @@ func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
 				assert.Contains(t, err.Error(), c.want)
 				assert.Zero(t, creator.callCount(), "nothing is sent")
 				got := counters()
-				for _, expired := range []string{"expiredEnvelopesFailed", "expiredEnvelopesAssumedCreated", "expiredEnvelopesCreatedAnyway", "expiredEnvelopesDropped"} {
+				for _, expired := range []string{MetricExpiredEnvelopesFailed, MetricExpiredEnvelopesAssumedCreated, MetricExpiredEnvelopesCreatedAnyway, MetricExpiredEnvelopesDropped} {
 					assert.Zero(t, got[expired], "a malformed envelope is not an expired one")
 				}
 			})
@@ -598,9 +598,9 @@ func TestExactlyOnceFailuresAreCountedOncePerEnvelope(t *testing.T) {
 				require.NoError(t, f.Setup())
 				require.Error(t, createAll(ctx, f, envs))
 				got := counters()
-				assert.Equal(t, int64(1), got["numRecordsSendErrors"])
-				assert.Equal(t, int64(1), got["destination."+queue+".sendErrors"])
-				assert.Zero(t, got["numRecordsSend"])
+				assert.Equal(t, int64(1), got[MetricRecordsSendErrors])
+				assert.Equal(t, int64(1), got[MetricDestinationSendErrors(queue)])
+				assert.Zero(t, got[MetricRecordsSend])
 			})
 		})
 	}
@@ -663,7 +663,7 @@ func TestExactlyOnceCountsTheElementsTheSerializerSkips(t *testing.T) {
 		require.NoError(t, f.ProcessElement(ctx, eoPlainOrder{ID: id}, func(env stagedTask) { staged = append(staged, env) }))
 	}
 	assert.Len(t, staged, 2, "a skipped element stages nothing")
-	assert.Equal(t, int64(3), counters()["recordsSkipped"])
+	assert.Equal(t, int64(3), counters()[MetricRecordsSkipped])
 }
 
 func TestWriterOptionsAreValidatedAgainOnTheWorker(t *testing.T) {

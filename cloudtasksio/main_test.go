@@ -108,9 +108,9 @@ func keyOfOrder(o order) (string, error) {
 func keyOfKeyedOrder(o keyedOrder) (string, error) { return o.Key, nil }
 
 func deadLetterOf(task *cloudtaskspb.Task) deadletter.FailedElement {
-	fe := deadletter.FailedElement{Connector: "cloudtasks", Destination: testQueue.Path(), Code: "SERIALIZATION"}
+	fe := deadletter.FailedElement{Connector: cloudtasksio.Connector, Destination: testQueue.Path(), Code: cloudtasksio.CodeSerialization}
 	if task != nil {
-		fe.Code = "INVALID_ARGUMENT"
+		fe.Code = cloudtasksio.CodeInvalidArgument
 		fe.Payload, _ = proto.Marshal(task)
 	}
 	return fe

@@ -6,8 +6,67 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 )
 
-// metricsNamespace is the Beam metrics namespace of every metric the sink reports.
-const metricsNamespace = "cloudtasksio"
+// MetricsNamespace is the Beam metrics namespace of every metric the sink reports. The package
+// documentation lists the metrics; read them with the Metric constants, for example
+//
+//	pr.Metrics().Query(func(r metrics.SingleResult) bool {
+//		return r.Namespace() == cloudtasksio.MetricsNamespace && r.Name() == cloudtasksio.MetricRecordsSend
+//	})
+const MetricsNamespace = "cloudtasksio"
+
+// Names of the sink's metrics in MetricsNamespace. Counters count elements, not attempts,
+// except the error-class counters (MetricErrorClass), which count every failed attempt.
+const (
+	// MetricRecordsSend counts the elements whose task Cloud Tasks accepted (ALREADY_EXISTS
+	// for a named task included), once per element however many attempts it took.
+	MetricRecordsSend = "numRecordsSend"
+	// MetricBytesSend counts the wire bytes of those tasks, once per element.
+	MetricBytesSend = "numBytesSend"
+	// MetricRecordsSendErrors counts, at least once, the elements that reached the failure
+	// policy; exactly once, the envelope whose failure failed the bundle.
+	MetricRecordsSendErrors = "numRecordsSendErrors"
+	// MetricRecordsSkipped counts the elements a Serializer skipped by returning (nil, nil).
+	MetricRecordsSkipped = "recordsSkipped"
+	// MetricTasksDeduplicated counts the ALREADY_EXISTS answers for named tasks.
+	MetricTasksDeduplicated = "tasksDeduplicated"
+	// MetricInFlightTasks is the gauge of creates in flight in the reporting DoFn instance.
+	MetricInFlightTasks = "inFlightTasks"
+	// MetricParkedTasks is the gauge of creates waiting out a retry backoff.
+	MetricParkedTasks = "parkedTasks"
+
+	// MetricExpiredEnvelopesFailed counts the staged tasks found past their creation deadline
+	// under ExpiredFail (exactly-once only), as do the next three for their policies.
+	MetricExpiredEnvelopesFailed = "expiredEnvelopesFailed"
+	// MetricExpiredEnvelopesAssumedCreated: expired under ExpiredAssumeCreated.
+	MetricExpiredEnvelopesAssumedCreated = "expiredEnvelopesAssumedCreated"
+	// MetricExpiredEnvelopesCreatedAnyway: expired under ExpiredCreateAnyway.
+	MetricExpiredEnvelopesCreatedAnyway = "expiredEnvelopesCreatedAnyway"
+	// MetricExpiredEnvelopesDropped: expired under ExpiredDrop.
+	MetricExpiredEnvelopesDropped = "expiredEnvelopesDropped"
+	// MetricStagedTaskAgeMillis is the distribution of the time from staging to the create
+	// step picking up a staged task (exactly-once only).
+	MetricStagedTaskAgeMillis = "stagedTaskAgeMillis"
+	// MetricStagedTaskRemainingMillis is the distribution of the time left before the
+	// creation deadline at that moment (exactly-once only).
+	MetricStagedTaskRemainingMillis = "stagedTaskRemainingMillis"
+)
+
+// MetricErrorClass returns the name of the counter of failed create attempts whose outermost
+// gRPC status is code ("UNAVAILABLE", "INVALID_ARGUMENT", ...): "errorClass.<code>.errors".
+func MetricErrorClass(code string) string { return "errorClass." + code + ".errors" }
+
+// MetricDestinationRecordsSend returns the name of the per-queue MetricRecordsSend counter
+// that WriterOptions.PerDestinationMetrics adds: "destination.<queue path>.recordsSend", with
+// queuePath as Queue.Path returns it.
+func MetricDestinationRecordsSend(queuePath string) string {
+	return "destination." + queuePath + ".recordsSend"
+}
+
+// MetricDestinationSendErrors returns the name of the per-queue MetricRecordsSendErrors
+// counter that WriterOptions.PerDestinationMetrics adds: "destination.<queue path>.sendErrors".
+func MetricDestinationSendErrors(queuePath string) string {
+	return "destination." + queuePath + ".sendErrors"
+}
 
 // sinkMetrics are the sink's Beam metrics. Counters count elements, not attempts, except
 // errorClass.<CODE>.errors, which counts every failed attempt by its outermost status.
@@ -24,13 +83,13 @@ type sinkMetrics struct {
 
 func newSinkMetrics(perDestination bool) *sinkMetrics {
 	return &sinkMetrics{
-		recordsSend:    beam.NewCounter(metricsNamespace, "numRecordsSend"),
-		bytesSend:      beam.NewCounter(metricsNamespace, "numBytesSend"),
-		recordsErrors:  beam.NewCounter(metricsNamespace, "numRecordsSendErrors"),
-		recordsSkipped: beam.NewCounter(metricsNamespace, "recordsSkipped"),
-		deduplicated:   beam.NewCounter(metricsNamespace, "tasksDeduplicated"),
-		inFlight:       beam.NewGauge(metricsNamespace, "inFlightTasks"),
-		parked:         beam.NewGauge(metricsNamespace, "parkedTasks"),
+		recordsSend:    beam.NewCounter(MetricsNamespace, MetricRecordsSend),
+		bytesSend:      beam.NewCounter(MetricsNamespace, MetricBytesSend),
+		recordsErrors:  beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
+		recordsSkipped: beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
+		deduplicated:   beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
+		inFlight:       beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
+		parked:         beam.NewGauge(MetricsNamespace, MetricParkedTasks),
 		perDestination: perDestination,
 		errorClasses:   map[string]beam.Counter{},
 	}
@@ -43,21 +102,21 @@ func (m *sinkMetrics) created(ctx context.Context, queue string, bytes int, dedu
 		m.deduplicated.Inc(ctx, 1)
 	}
 	if m.perDestination {
-		beam.NewCounter(metricsNamespace, "destination."+queue+".recordsSend").Inc(ctx, 1)
+		beam.NewCounter(MetricsNamespace, MetricDestinationRecordsSend(queue)).Inc(ctx, 1)
 	}
 }
 
 func (m *sinkMetrics) failed(ctx context.Context, queue string) {
 	m.recordsErrors.Inc(ctx, 1)
 	if m.perDestination && queue != "" {
-		beam.NewCounter(metricsNamespace, "destination."+queue+".sendErrors").Inc(ctx, 1)
+		beam.NewCounter(MetricsNamespace, MetricDestinationSendErrors(queue)).Inc(ctx, 1)
 	}
 }
 
 func (m *sinkMetrics) attemptFailed(ctx context.Context, code string) {
 	c, ok := m.errorClasses[code]
 	if !ok {
-		c = beam.NewCounter(metricsNamespace, "errorClass."+code+".errors")
+		c = beam.NewCounter(MetricsNamespace, MetricErrorClass(code))
 		m.errorClasses[code] = c
 	}
 	c.Inc(ctx, 1)

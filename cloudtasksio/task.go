@@ -16,13 +16,6 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
-// Failure codes of elements that reach the failure policy.
-const (
-	codeSerialization   = "SERIALIZATION"
-	codeTaskID          = "TASK_ID"
-	codeInvalidArgument = "INVALID_ARGUMENT"
-)
-
 // elementFailure is a data-shaped failure of one element: it goes to the failure policy. task
 // is what was built for the element, nil when building it failed.
 type elementFailure struct {
@@ -163,7 +156,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 	if b.serialize != nil {
 		out, err := call1x2(b.serialize, elem)
 		if err != nil {
-			return nil, nil, &elementFailure{code: codeSerialization, err: fmt.Errorf("the Serializer failed: %w", err)}
+			return nil, nil, &elementFailure{code: CodeSerialization, err: fmt.Errorf("the Serializer failed: %w", err)}
 		}
 		task, _ := out.(*cloudtaskspb.Task)
 		if task == nil {
@@ -176,7 +169,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 	}
 	md, err := b.schema.Metadata(elem)
 	if err != nil {
-		return nil, nil, &elementFailure{code: codeSerialization, err: err}
+		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
 	var task *cloudtaskspb.Task
 	if b.http != nil {
@@ -185,7 +178,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 		task, err = b.buildAppEngine(elem, &md)
 	}
 	if err != nil {
-		return nil, nil, &elementFailure{code: codeSerialization, err: err}
+		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
 	return task, &md, b.check(task)
 }
@@ -193,7 +186,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 // check runs the per-task rules; a violation goes to the failure policy with the task.
 func (b *taskBuilder) check(task *cloudtaskspb.Task) error {
 	if err := validateTask(task, b.now()); err != nil {
-		return &elementFailure{code: codeInvalidArgument, task: task, err: err}
+		return &elementFailure{code: CodeInvalidArgument, task: task, err: err}
 	}
 	return nil
 }
@@ -315,7 +308,7 @@ func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.
 	case b.taskID != nil:
 		out, err := call1x2(b.taskID, elem)
 		if err != nil {
-			return "", false, &elementFailure{code: codeTaskID, task: task, err: fmt.Errorf("the TaskIDFn failed: %w", err)}
+			return "", false, &elementFailure{code: CodeTaskID, task: task, err: fmt.Errorf("the TaskIDFn failed: %w", err)}
 		}
 		key, _ = out.(string)
 		if key == "" {

@@ -59,12 +59,12 @@ func TestPerElementMethodAndScheduleTimeShapeTheHTTPTask(t *testing.T) {
 	_, _, err = b.build(scheduledOrder{ID: "3", Method: "FETCH"})
 	var ef *elementFailure
 	require.True(t, errors.As(err, &ef), "an unusable method field reaches the failure policy: %v", err)
-	assert.Equal(t, codeSerialization, ef.code)
+	assert.Equal(t, CodeSerialization, ef.code)
 	assert.Nil(t, ef.task)
 
 	_, _, err = b.build(scheduledOrder{ID: "4", When: now.Add(31 * 24 * time.Hour)})
 	require.True(t, errors.As(err, &ef), "a schedule time too far ahead reaches the failure policy: %v", err)
-	assert.Equal(t, codeInvalidArgument, ef.code)
+	assert.Equal(t, CodeInvalidArgument, ef.code)
 	require.NotNil(t, ef.task, "with the task it would have sent")
 	assert.Contains(t, ef.err.Error(), "30 days ahead")
 }
@@ -91,7 +91,7 @@ func TestPerElementRelativeURIAndVersionShapeTheAppEngineTask(t *testing.T) {
 	_, _, err = b.build(routedAppEngineOrder{ID: "3", URI: "orders#top"})
 	var ef *elementFailure
 	require.True(t, errors.As(err, &ef), "a bad relative-uri field reaches the failure policy: %v", err)
-	assert.Equal(t, codeInvalidArgument, ef.code)
+	assert.Equal(t, CodeInvalidArgument, ef.code)
 }
 
 func TestTheOAuthTokenIsSetOnTheTask(t *testing.T) {

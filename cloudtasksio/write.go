@@ -1,10 +1,3 @@
-// Package cloudtasksio writes the elements of a Beam PCollection as Google Cloud Tasks.
-//
-// A pipeline that reads fast but must call an endpoint that cannot take the stream at source
-// speed writes one task per element with Write; the queue then delivers the requests at the
-// pace configured on it, retries them and can schedule them ahead. The sink itself never
-// paces: it creates tasks as fast as Cloud Tasks accepts them, and a bundle that succeeds has
-// had every one of its elements accepted, skipped, or handed to the failure policy.
 package cloudtasksio
 
 import (
@@ -26,8 +19,8 @@ var (
 
 // Write creates one Cloud Task per element of col, as cfg describes, and returns the dead
 // letters: a PCollection of deadletter.FailedElement that holds elements only under the
-// DeadLetter failure policy (each carrying its element's event time; see the package docs
-// for windowing). A bad configuration panics at pipeline construction; use TryWrite to get
+// DeadLetter failure policy (each carrying its element's event time; "Dead letters and
+// windows" in the package documentation says which window it lands in). A bad configuration panics at pipeline construction; use TryWrite to get
 // the error instead.
 func Write(s beam.Scope, cfg Config, col beam.PCollection) beam.PCollection {
 	out, err := TryWrite(s, cfg, col)
@@ -123,7 +116,7 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 		return nil, err
 	}
 	if cfg.OnFailure < FailBundle || cfg.OnFailure > DeadLetter {
-		return nil, fmt.Errorf("cloudtasksio: Config.OnFailure %d is not FailBundle, LogAndDrop or DeadLetter", cfg.OnFailure)
+		return nil, fmt.Errorf("cloudtasksio: Config.OnFailure %v is not FailBundle, LogAndDrop or DeadLetter", cfg.OnFailure)
 	}
 	if err := compileDelivery(cfg, spec); err != nil {
 		return nil, err

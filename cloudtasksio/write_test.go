@@ -74,7 +74,7 @@ func runFrom(t *testing.T, cfg cloudtasksio.Config, source func(beam.Scope) beam
 		return nil, err
 	}
 	counters = map[string]int64{}
-	results := pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "cloudtasksio" })
+	results := pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == cloudtasksio.MetricsNamespace })
 	for _, c := range results.Counters() {
 		counters[c.Name()] += c.Result()
 	}
@@ -100,8 +100,8 @@ func TestUnnamedElementsCreateOneTaskEachAndAgainOnReplay(t *testing.T) {
 	require.NoError(t, err)
 	tasks := srv.Tasks(testQueue.Path())
 	require.Len(t, tasks, n)
-	assert.Equal(t, int64(n), counters["numRecordsSend"])
-	assert.Zero(t, counters["tasksDeduplicated"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
+	assert.Zero(t, counters[cloudtasksio.MetricTasksDeduplicated])
 
 	req := tasks[0].GetHttpRequest()
 	assert.Equal(t, "https://example.com/orders", req.GetUrl())
@@ -113,7 +113,7 @@ func TestUnnamedElementsCreateOneTaskEachAndAgainOnReplay(t *testing.T) {
 		task.Name, task.CreateTime, task.ScheduleTime, task.View = "", nil, nil, 0
 		bytes += int64(protoSize(task))
 	}
-	assert.Equal(t, bytes, counters["numBytesSend"], "numBytesSend counts the wire bytes of the tasks as sent")
+	assert.Equal(t, bytes, counters[cloudtasksio.MetricBytesSend], "numBytesSend counts the wire bytes of the tasks as sent")
 
 	_, err = run(t, httpConfig(srv), orders(n))
 	require.NoError(t, err)
@@ -138,9 +138,9 @@ func TestNamedTasksAreCreatedOnceAcrossReplays(t *testing.T) {
 	for i := 0; i < n; i++ {
 		assert.True(t, names[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID(fmt.Sprintf("order-%d", i))], i)
 	}
-	assert.Equal(t, int64(n), counters["numRecordsSend"], "a deduplicated task still counts as sent")
-	assert.Equal(t, int64(n), counters["tasksDeduplicated"])
-	assert.Zero(t, counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend], "a deduplicated task still counts as sent")
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricTasksDeduplicated])
+	assert.Zero(t, counters[cloudtasksio.MetricRecordsSendErrors])
 }
 
 func TestOneKeyInTwoQueuesMakesTwoTasks(t *testing.T) {
@@ -155,8 +155,8 @@ func TestOneKeyInTwoQueuesMakesTwoTasks(t *testing.T) {
 	assert.Equal(t, "projects/p/locations/l/queues/q/tasks/"+cloudtasksio.TaskID("order-7"), us[0].GetName())
 	assert.Equal(t, "projects/p/locations/l/queues/q-eu/tasks/"+cloudtasksio.TaskID("order-7"), eu[0].GetName())
 	assert.Equal(t, cloudtaskspb.HttpMethod_PUT, eu[0].GetHttpRequest().GetHttpMethod())
-	assert.Equal(t, int64(1), counters["destination.projects/p/locations/l/queues/q.recordsSend"])
-	assert.Equal(t, int64(1), counters["destination.projects/p/locations/l/queues/q-eu.recordsSend"])
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricDestinationRecordsSend("projects/p/locations/l/queues/q")])
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricDestinationRecordsSend("projects/p/locations/l/queues/q-eu")])
 }
 
 func TestAMissingQueueFailsAfterTheNotFoundBudget(t *testing.T) {
@@ -196,9 +196,9 @@ func TestInvalidArgumentIsDeadLetteredWithAParseableTask(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), 2)
-	assert.Equal(t, int64(2), counters["numRecordsSend"])
-	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
-	assert.Equal(t, int64(2), counters["errorClass.INVALID_ARGUMENT.errors"])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsSend])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsSendErrors])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricErrorClass("INVALID_ARGUMENT")])
 }
 
 func TestInvalidArgumentIsCountedAndDroppedUnderLogAndDrop(t *testing.T) {
@@ -209,7 +209,7 @@ func TestInvalidArgumentIsCountedAndDroppedUnderLogAndDrop(t *testing.T) {
 	counters, err := run(t, cfg, ordersWithRejects(), func(s beam.Scope, dl beam.PCollection) { passert.Empty(s, dl) })
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), 2)
-	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsSendErrors])
 }
 
 func TestInvalidArgumentFailsTheBundleByDefault(t *testing.T) {
@@ -237,9 +237,9 @@ func TestSerializerOutcomes(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), 1)
-	assert.Equal(t, int64(1), counters["recordsSkipped"])
-	assert.Equal(t, int64(2), counters["numRecordsSendErrors"])
-	assert.Equal(t, int64(1), counters["numRecordsSend"])
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricRecordsSkipped])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsSendErrors])
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricRecordsSend])
 }
 
 func TestConfigurationFailuresFailTheBundleWhateverThePolicy(t *testing.T) {
@@ -277,10 +277,10 @@ func TestTransientFailuresAndLostResponsesStillCreateEveryNamedTaskOnce(t *testi
 	counters, err := run(t, httpConfig(srv), keyedOrders(n))
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), n)
-	assert.Equal(t, int64(n), counters["numRecordsSend"])
-	assert.Equal(t, int64(5), counters["tasksDeduplicated"], "each lost response comes back ALREADY_EXISTS")
-	assert.Equal(t, int64(15), counters["errorClass.UNAVAILABLE.errors"], "10 injected + 5 lost")
-	assert.Equal(t, int64(10), counters["errorClass.RESOURCE_EXHAUSTED.errors"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
+	assert.Equal(t, int64(5), counters[cloudtasksio.MetricTasksDeduplicated], "each lost response comes back ALREADY_EXISTS")
+	assert.Equal(t, int64(15), counters[cloudtasksio.MetricErrorClass("UNAVAILABLE")], "10 injected + 5 lost")
+	assert.Equal(t, int64(10), counters[cloudtasksio.MetricErrorClass("RESOURCE_EXHAUSTED")])
 }
 
 func TestTransientFailuresAndLostResponsesStillCreateEveryUnnamedTask(t *testing.T) {
@@ -291,7 +291,7 @@ func TestTransientFailuresAndLostResponsesStillCreateEveryUnnamedTask(t *testing
 	counters, err := run(t, httpConfig(srv), orders(n))
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), n+4, "a lost response of an unnamed task duplicates it: at-least-once")
-	assert.Equal(t, int64(n), counters["numRecordsSend"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
 }
 
 func TestExhaustedTransientBudgetFailsTheBundle(t *testing.T) {
@@ -369,7 +369,7 @@ func TestExactlyOnceCreatesEveryElementsTask(t *testing.T) {
 	for _, task := range tasks {
 		assert.Regexp(t, `/tasks/[0-9a-f]{32}$`, task.GetName(), "unkeyed tasks get random 128-bit ids")
 	}
-	assert.Equal(t, int64(n), counters["numRecordsSend"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
 
 	// With a task-id key, running the pipeline again creates nothing new.
 	_, err = run(t, cfg, keyedOrders(n))
@@ -377,5 +377,5 @@ func TestExactlyOnceCreatesEveryElementsTask(t *testing.T) {
 	counters, err = run(t, cfg, keyedOrders(n))
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(testQueue.Path()), 2*n)
-	assert.Equal(t, int64(n), counters["tasksDeduplicated"])
+	assert.Equal(t, int64(n), counters[cloudtasksio.MetricTasksDeduplicated])
 }

@@ -23,9 +23,6 @@ func init() {
 	register.Emitter2[beam.EventTime, deadletter.FailedElement]()
 }
 
-// connectorName is the Connector of every dead letter this sink produces.
-const connectorName = "cloudtasks"
-
 // maxDropLinesPerBundle bounds the LogAndDrop lines of one bundle: the first drops are logged
 // one by one, the rest are summed up in one line when the bundle ends. A systematic rejection
 // must not write a line per element to the job's log.
@@ -182,7 +179,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 			log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
 		}
 	case DeadLetter:
-		fe := deadletter.FailedElement{Connector: connectorName, Destination: queue, Code: ef.code, Error: text}
+		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
 		if ef.task != nil {
 			payload, err := proto.Marshal(ef.task)
 			if err != nil {
@@ -209,7 +206,7 @@ func (f *writeFn) Created(ctx context.Context, r *engine.Request, deduplicated b
 // more of the bundle is sent.
 func (f *writeFn) Rejected(ctx context.Context, r *engine.Request, err error) error {
 	p := r.Tag.(*pendingTask)
-	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: codeInvalidArgument, task: r.Create.GetTask(), err: err})
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, task: r.Create.GetTask(), err: err})
 }
 
 // Failed is not counted in at-least-once mode: numRecordsSendErrors counts the elements that

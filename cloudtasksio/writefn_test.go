@@ -26,7 +26,7 @@ func TestLogAndDropWritesAWarningWithoutThePayload(t *testing.T) {
 		Url: "https://example.com/", Body: []byte("secret-body"), Headers: map[string]string{"Authorization": "secret-header"}}}}
 	for i := 0; i < 3; i++ {
 		assert.NoError(t, f.applyPolicy(context.Background(), 0, "projects/p/locations/l/queues/q",
-			&elementFailure{code: codeInvalidArgument, task: task, err: errors.New("the service said no")}), "a dropped element does not fail the bundle")
+			&elementFailure{code: CodeInvalidArgument, task: task, err: errors.New("the service said no")}), "a dropped element does not fail the bundle")
 	}
 	lines := logLines(logs, "cloudtasksio: dropped")
 	require.Equal(t, 3, len(lines))
@@ -48,11 +48,11 @@ func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
 	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, metrics: newSinkMetrics(false),
 		emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}
 	require.NoError(t, f.applyPolicy(context.Background(), 1234, "projects/p/locations/l/queues/q",
-		&elementFailure{code: codeSerialization, err: errors.New(strings.Repeat("x", 5000))}))
+		&elementFailure{code: CodeSerialization, err: errors.New(strings.Repeat("x", 5000))}))
 	require.Len(t, out, 1)
 	assert.Equal(t, beam.EventTime(1234), out[0].et)
-	assert.Equal(t, "cloudtasks", out[0].fe.Connector)
-	assert.Equal(t, "SERIALIZATION", out[0].fe.Code)
+	assert.Equal(t, Connector, out[0].fe.Connector)
+	assert.Equal(t, CodeSerialization, out[0].fe.Code)
 	assert.Empty(t, out[0].fe.Payload, "no task was built")
 	assert.LessOrEqual(t, len(out[0].fe.Error), maxErrorText)
 	assert.Contains(t, out[0].fe.Error, "[truncated]")

@@ -1,0 +1,103 @@
+// Package cloudtasksio writes the elements of a Beam PCollection as Google Cloud Tasks.
+//
+// A pipeline that reads fast but must call an endpoint that cannot take the stream at source
+// speed writes one task per element with [Write]; the queue then delivers the requests at the
+// pace configured on it, retries them and can schedule them ahead. The sink itself never
+// paces: it creates tasks as fast as Cloud Tasks accepts them, and a bundle that succeeds has
+// had every one of its elements accepted, skipped, or handed to the failure policy.
+//
+// A [Config] names the destination (a fixed [Queue], or a QueueFn per element) and how each
+// element becomes a task: an [HTTPTarget] or [AppEngineTarget] with a body format from package
+// formats and `cloudtasks:"..."` struct-tag metadata on the element type, or a Serializer
+// function of your own. [TryWrite] reports a bad Config at pipeline construction; [Write]
+// panics instead. [ConfigFromOptions] builds a Config from the flat option keys that
+// templates take as flags (docs/options.md lists them).
+//
+// # Failures and dead letters
+//
+// Three failures belong to one element and go to the [FailurePolicy] in Config.OnFailure:
+// the task could not be built ([CodeSerialization]), the task-id function failed
+// ([CodeTaskID]), or Cloud Tasks answered INVALID_ARGUMENT ([CodeInvalidArgument]). Every
+// other failure (a queue function error, a status that is not retried, an exhausted retry
+// budget) fails the bundle whatever the policy. Transient statuses (UNAVAILABLE,
+// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) and NOT_FOUND are retried inside the sink with
+// backoff; see [WriterOptions].
+//
+// Under [DeadLetter], Write returns one deadletter.FailedElement per routed failure, with
+// Connector set to [Connector] ("cloudtasks"), Destination the queue path, Code one of the Code constants
+// and, except for CodeSerialization, Payload the task in wire format ([FailedTask] reads it
+// back). Dead letters are at least once: a retried bundle emits them again.
+//
+// # Dead letters and windows
+//
+// Every dead letter carries the event time of the element it stands for. Its window is that of
+// the element being processed when the failure became known, which is not always its own:
+//
+//   - A failure found while building the task (SERIALIZATION, TASK_ID, a task the sink
+//     itself finds invalid) is emitted while that element is processed: its own window.
+//   - An INVALID_ARGUMENT answer from Cloud Tasks arrives asynchronously. When it is
+//     collected while a later element of the bundle is processed, the dead letter lands in
+//     that later element's window; when it is collected as the bundle finishes, it lands in
+//     the global window, because Beam Go runs FinishBundle in the global window (a Beam Go
+//     limitation: FinishBundle has no element window to emit into).
+//
+// In a pipeline that never windows this does not matter. With windowed input, apply
+// beam.WindowInto to the dead letters before any step that depends on windows: the
+// timestamps are right, so re-windowing puts each dead letter back in its element's window.
+//
+// # Exactly-once and runners
+//
+// With Delivery set to [ExactlyOnce] every task is named before a beam.Reshuffle and created
+// after it, so a retried create bundle re-sends the same names and Cloud Tasks deduplicates
+// them (ALREADY_EXISTS counts as success). A task without a key of yours gets a random
+// 128-bit id, and a random id is only stable where Reshuffle checkpoints its output, so that a
+// retry reads the stored envelopes instead of staging the element again: Dataflow does. On
+// other runners (Flink restarting from a checkpoint, a rerun on prism) the stage step can run
+// again and draw new ids, creating duplicates; give those pipelines a task-id key (Config.TaskIDFn
+// or a `cloudtasks:"task-id"` field), whose name depends only on the element. In this mode
+// there is no failure policy and no dead letter: every failure fails the bundle. See
+// [StagedOptions] for the creation deadline and docs/exactly-once.md for the recovery window.
+//
+// # Metrics
+//
+// The sink reports Beam metrics in namespace [MetricsNamespace] ("cloudtasksio"); the
+// Metric constants and functions hold their names. Counters count an element once, however
+// many create attempts it took (a bundle the runner retries counts its elements again), except
+// errorClass, which counts attempts:
+//
+//	name                                  kind          counts
+//	numRecordsSend                        counter       elements whose task Cloud Tasks accepted (ALREADY_EXISTS
+//	                                                    for a named task included)
+//	numBytesSend                          counter       wire bytes of those tasks, once per element
+//	numRecordsSendErrors                  counter       at least once: elements that reached the failure policy,
+//	                                                    whatever it did; exactly once: the envelope whose failure
+//	                                                    failed the bundle (see below)
+//	recordsSkipped                        counter       elements a Serializer skipped by returning (nil, nil)
+//	tasksDeduplicated                     counter       ALREADY_EXISTS answers for named tasks (replays absorbed)
+//	errorClass.<CODE>.errors              counter       every failed create attempt, retried or not, by its outermost
+//	                                                    gRPC status; a bare context deadline is DEADLINE_EXCEEDED,
+//	                                                    an error without a status UNKNOWN
+//	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
+//	parkedTasks                           gauge         creates waiting out a retry backoff
+//	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
+//	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
+//
+// Exactly-once mode adds:
+//
+//	expiredEnvelopesFailed                counter       staged tasks past their creation deadline, by the
+//	expiredEnvelopesAssumedCreated        counter       ExpiredEnvelopePolicy that decided them, each once
+//	expiredEnvelopesCreatedAnyway         counter
+//	expiredEnvelopesDropped               counter
+//	stagedTaskAgeMillis                   distribution  time from staging to the create step picking the task up
+//	stagedTaskRemainingMillis             distribution  time left before the creation deadline at that moment
+//
+// In exactly-once mode numRecordsSendErrors (and destination.<queue path>.sendErrors) counts
+// the one envelope whose failure failed the bundle: an INVALID_ARGUMENT answer, another status
+// that is not retried, an exhausted retry budget, an expiry under ExpiredFail (also counted in
+// expiredEnvelopesFailed), or an envelope refused before sending (undecodable, staged for
+// another queue, without a deadline). Envelopes in flight when the bundle failed are replayed,
+// not counted, and a failed queue-retention check is not counted. An envelope that
+// ExpiredAssumeCreated, ExpiredCreateAnyway or ExpiredDrop decided counts only in its
+// expiredEnvelopes counter (one created anyway also counts in numRecordsSend once accepted).
+// docs/metrics.md explains how to read them.
+package cloudtasksio
