@@ -76,7 +76,8 @@
 //	tasksDeduplicated                     counter       ALREADY_EXISTS answers for named tasks (replays absorbed)
 //	errorClass.<CODE>.errors              counter       every failed create attempt, retried or not, by its outermost
 //	                                                    gRPC status; a bare context deadline is DEADLINE_EXCEEDED,
-//	                                                    an error without a status UNKNOWN
+//	                                                    an error without a status UNKNOWN; a create the sink
+//	                                                    cancelled because its bundle had failed is not counted
 //	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
 //	parkedTasks                           gauge         creates waiting out a retry backoff
 //	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
