@@ -134,7 +134,7 @@ var flagTable = func() []Flag {
 		sinkFlag("sink.staged.clock-skew-allowance", "Staged: clock skew allowance", "Exactly-once: clock skew allowed between workers, default 5m (option key sink.staged.clock-skew-allowance).", reDuration),
 		sinkFlag("sink.staged.request-timeout", "Staged: request timeout", "Exactly-once: budget of one create, default 20s (option key sink.staged.request-timeout).", reDuration),
 		sinkFlag("sink.staged.verify-queue-retention", "Staged: verify queue retention", "Exactly-once: read the queue's name retention before creating, default true (option key sink.staged.verify-queue-retention).", reBool),
-		sinkFlag("sink.staged.expired-envelope-policy", "Staged: expired envelope policy", "Exactly-once: fail (default), assume-created, create-anyway or drop (option key sink.staged.expired-envelope-policy).", `^(?i)(fail|assume-created|create-anyway|drop)$`),
+		sinkFlag("sink.staged.expired-envelope-policy", "Staged: expired envelope policy", "Exactly-once: fail (default), assume-created (or its reference spelling assume-committed), create-anyway or drop (option key sink.staged.expired-envelope-policy).", `^(?i)(fail|assume-created|assume-committed|create-anyway|drop)$`),
 
 		sinkFlag("sink.in-flight.max-tasks", "Max tasks in flight", "Creates in flight or waiting to be retried per worker, default 1000 (option key sink.in-flight.max-tasks).", reCount),
 		sinkFlag("sink.channel-pool-size", "Channel pool size", "gRPC connections of the Cloud Tasks client, default one (option key sink.channel-pool-size).", reCount),
