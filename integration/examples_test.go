@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,11 @@ func examplePrism(_ context.Context, p *beam.Pipeline) (beam.PipelineResult, err
 	return ptest.RunWithMetrics(p)
 }
 
+// exampleEnv is the Env of an example run in a test: ct, prism, and out.
+func exampleEnv(ct *exampleenv.CloudTasks, out io.Writer) exampleenv.Env {
+	return exampleenv.Env{CloudTasks: ct, Runner: examplePrism, Out: out}
+}
+
 // exampleCloudTasks starts an in-process Cloud Tasks server, closed when t ends.
 func exampleCloudTasks(t *testing.T, opts ...cloudtaskstest.Option) *exampleenv.CloudTasks {
 	t.Helper()
@@ -45,10 +51,10 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
 	ps := pstest.NewServer()
 	t.Cleanup(func() { ps.Close() })
-	set := deadletters.DefaultSettings(ct.Endpoint, ps.Addr)
+	set := deadletters.DefaultSettings(ps.Addr)
 	var out bytes.Buffer
 
-	res, err := deadletters.Run(context.Background(), set, deadletters.DemoOrders(), examplePrism, &out)
+	res, err := deadletters.Run(context.Background(), exampleEnv(ct, &out), deadletters.Options{Settings: set, Orders: deadletters.DemoOrders()})
 	require.NoError(t, err)
 
 	var ids []string
@@ -103,7 +109,7 @@ func TestExampleDynamicQueuesRoutesEachOrderToItsRegionsQueue(t *testing.T) {
 	}
 	var out bytes.Buffer
 
-	res, err := dynamicqueues.Run(context.Background(), ct.Endpoint, orders, examplePrism, &out)
+	res, err := dynamicqueues.Run(context.Background(), exampleEnv(ct, &out), dynamicqueues.Options{Orders: orders})
 	require.NoError(t, err)
 
 	got := map[string][]string{}
@@ -140,7 +146,7 @@ func TestExampleDynamicQueuesCountsARejectedOrderInItsQueuesSendErrors(t *testin
 	}
 	var out bytes.Buffer
 
-	res, err := dynamicqueues.Run(context.Background(), ct.Endpoint, orders, examplePrism, &out)
+	res, err := dynamicqueues.Run(context.Background(), exampleEnv(ct, &out), dynamicqueues.Options{Orders: orders})
 	require.NoError(t, err, "a rejected order is dropped, not a failed pipeline")
 
 	errs := map[string]int64{}
@@ -166,7 +172,7 @@ func TestExampleAppEngineRoutingReachesTheHandlerInTheHostHeader(t *testing.T) {
 	}
 	var out bytes.Buffer
 
-	res, err := appengine.Run(context.Background(), ct.Endpoint, h, jobs, examplePrism, &out)
+	res, err := appengine.Run(context.Background(), exampleEnv(ct, &out), appengine.Options{Handler: h, Jobs: jobs})
 	require.NoError(t, err)
 
 	base := strings.TrimPrefix(h.URL(), "http://")
@@ -192,7 +198,7 @@ func TestExampleExactlyOnceKeyedRerunCreatesNothingAndRandomIDsDoNot(t *testing.
 	payments := exactlyonce.DemoPayments()[:3]
 	var out bytes.Buffer
 
-	res, err := exactlyonce.Run(context.Background(), ct, payments, examplePrism, &out)
+	res, err := exactlyonce.Run(context.Background(), exampleEnv(ct, &out), exactlyonce.Options{Payments: payments})
 	require.NoError(t, err)
 
 	require.Len(t, res.Passes, 4)

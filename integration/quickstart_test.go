@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
 )
 
@@ -18,8 +17,7 @@ import (
 func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	const orders, rate = 300, 100
 	var progress bytes.Buffer
-	env := exampleenv.Env{CloudTasks: exampleCloudTasks(t), Runner: examplePrism, Out: &progress}
-	sum, err := quickstart.Run(context.Background(), env, quickstart.Options{
+	sum, err := quickstart.Run(context.Background(), exampleEnv(exampleCloudTasks(t), &progress), quickstart.Options{
 		Orders: orders,
 		Rate:   rate,
 	})

@@ -46,6 +46,6 @@ func run(ctx context.Context) error {
 	defer h.Close()
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithAppEngineURL(h.URL()))
 	defer ct.Close()
-	_, err = appengine.Run(ctx, ct.Endpoint, h, appengine.DemoJobs(), beamx.RunWithMetrics, os.Stdout)
+	_, err = appengine.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, appengine.Options{Handler: h, Jobs: appengine.DemoJobs()})
 	return err
 }

@@ -48,7 +48,7 @@ func run(ctx context.Context) error {
 		defer srv.Close()
 		pubSub = srv.Addr
 	}
-	set := deadletters.DefaultSettings(ct.Endpoint, pubSub)
-	_, err := deadletters.Run(ctx, set, deadletters.DemoOrders(), beamx.RunWithMetrics, os.Stdout)
+	opts := deadletters.Options{Settings: deadletters.DefaultSettings(pubSub), Orders: deadletters.DemoOrders()}
+	_, err := deadletters.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
 	return err
 }

@@ -37,6 +37,6 @@ func main() { exampleenv.Main("dynamicqueues", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)
 	defer ct.Close()
-	_, err := dynamicqueues.Run(ctx, ct.Endpoint, dynamicqueues.DemoOrders(), beamx.RunWithMetrics, os.Stdout)
+	_, err := dynamicqueues.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, dynamicqueues.Options{Orders: dynamicqueues.DemoOrders()})
 	return err
 }

@@ -39,6 +39,6 @@ func main() { exampleenv.Main("exactlyonce", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)
 	defer ct.Close()
-	_, err := exactlyonce.Run(ctx, ct, exactlyonce.DemoPayments(), beamx.RunWithMetrics, os.Stdout)
+	_, err := exactlyonce.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, exactlyonce.Options{Payments: exactlyonce.DemoPayments()})
 	return err
 }

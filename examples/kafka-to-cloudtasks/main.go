@@ -29,6 +29,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -38,6 +39,8 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
+// main keeps Beam's own logging (a template job's launcher and workers log through it), so
+// unlike the demo examples it does not go through exampleenv.Main.
 func main() {
 	opts := kafkatemplate.RegisterFlags(flag.CommandLine)
 	flag.Parse()
@@ -45,11 +48,19 @@ func main() {
 
 	ctx := context.Background()
 	opts.Stdin = os.Stdin
-	p, s := beam.NewPipelineWithRoot()
-	if err := kafkatemplate.Build(s, *opts); err != nil {
+	if err := run(ctx, *opts); err != nil {
 		log.Exitf(ctx, "kafka-to-cloudtasks: %v", err)
 	}
-	if err := beamx.Run(ctx, p); err != nil {
-		log.Exitf(ctx, "kafka-to-cloudtasks: the pipeline failed: %v", err)
+}
+
+// run builds the template's pipeline from opts and runs it on the runner Beam's flags choose.
+func run(ctx context.Context, opts kafkatemplate.Options) error {
+	p, s := beam.NewPipelineWithRoot()
+	if err := kafkatemplate.Build(s, opts); err != nil {
+		return err
 	}
+	if err := beamx.Run(ctx, p); err != nil {
+		return fmt.Errorf("the pipeline failed: %w", err)
+	}
+	return nil
 }

@@ -209,11 +209,20 @@ type Result struct {
 	routing map[string]string // job id -> where its service came from
 }
 
-// Run creates the queue, runs the pipeline over jobs with run, waits until the handler h has
-// received every task, and prints the deliveries to w. The Cloud Tasks emulator at
-// cloudTasksEndpoint must send App Engine tasks to h.URL().
-func Run(ctx context.Context, cloudTasksEndpoint string, h *Handler, jobs []JobSpec, run exampleenv.Runner, w io.Writer) (*Result, error) {
-	client, err := exampleenv.NewClient(ctx, cloudTasksEndpoint)
+// Options are the input of one run.
+type Options struct {
+	// Handler is the App Engine application (StartHandler). The Cloud Tasks emulator must
+	// send App Engine tasks to Handler.URL().
+	Handler *Handler
+	// Jobs are written as one task each.
+	Jobs []JobSpec
+}
+
+// Run creates the queue, runs the pipeline over opts.Jobs with env.Runner, waits until
+// opts.Handler has received every task, and prints the deliveries to env.Out.
+func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error) {
+	h, jobs := opts.Handler, opts.Jobs
+	client, err := env.CloudTasks.NewClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -222,8 +231,8 @@ func Run(ctx context.Context, cloudTasksEndpoint string, h *Handler, jobs []JobS
 		return nil, err
 	}
 	p, s := beam.NewPipelineWithRoot()
-	Build(s, cloudTasksEndpoint, jobs)
-	pr, err := run(ctx, p)
+	Build(s, env.CloudTasks.Endpoint, jobs)
+	pr, err := env.Runner(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
@@ -234,7 +243,7 @@ func Run(ctx context.Context, cloudTasksEndpoint string, h *Handler, jobs []JobS
 	if res.Deliveries, err = h.wait(ctx, len(jobs), deliveryTimeout); err != nil {
 		return nil, err
 	}
-	res.Print(w)
+	res.Print(env.Output())
 	return res, nil
 }
 

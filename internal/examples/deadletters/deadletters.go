@@ -90,10 +90,10 @@ func DemoOrders() []Order {
 	return append(out, tooBig, badURL, badMethod, noID)
 }
 
-// Settings name the emulators and resources of one run.
+// Settings name the Pub/Sub emulator and the resources of one run.
 type Settings struct {
-	// CloudTasksEndpoint and PubSubEndpoint are the emulators' "host:port".
-	CloudTasksEndpoint, PubSubEndpoint string
+	// PubSubEndpoint is the Pub/Sub emulator's "host:port".
+	PubSubEndpoint string
 	// Queue receives the orders' tasks. It is created (paused, so that its tasks stay
 	// listable) when missing.
 	Queue cloudtasksio.Queue
@@ -103,20 +103,20 @@ type Settings struct {
 	Topic, Subscription string
 }
 
-// DefaultSettings returns the example's resource names for the given emulators.
-func DefaultSettings(cloudTasksEndpoint, pubSubEndpoint string) Settings {
+// DefaultSettings returns the example's resource names for the Pub/Sub emulator at
+// pubSubEndpoint.
+func DefaultSettings(pubSubEndpoint string) Settings {
 	return Settings{
-		CloudTasksEndpoint: cloudTasksEndpoint,
-		PubSubEndpoint:     pubSubEndpoint,
-		Queue:              cloudtasksio.Queue{Project: "demo-project", Location: "us-central1", Name: "orders"},
-		Topic:              "projects/demo-project/topics/order-dead-letters",
-		Subscription:       "projects/demo-project/subscriptions/order-dead-letters-audit",
+		PubSubEndpoint: pubSubEndpoint,
+		Queue:          cloudtasksio.Queue{Project: "demo-project", Location: "us-central1", Name: "orders"},
+		Topic:          "projects/demo-project/topics/order-dead-letters",
+		Subscription:   "projects/demo-project/subscriptions/order-dead-letters-audit",
 	}
 }
 
 // Config is the sink configuration the example uses: a JSON POST per order, tasks named by
 // OrderTaskKey, failures sent to the dead letters.
-func Config(set Settings) cloudtasksio.Config {
+func Config(cloudTasksEndpoint string, set Settings) cloudtasksio.Config {
 	return cloudtasksio.Config{
 		Queue: set.Queue,
 		HTTP: &cloudtasksio.HTTPTarget{
@@ -126,19 +126,19 @@ func Config(set Settings) cloudtasksio.Config {
 		},
 		TaskIDFn:         OrderTaskKey,
 		OnFailure:        cloudtasksio.DeadLetter,
-		EmulatorEndpoint: set.CloudTasksEndpoint,
+		EmulatorEndpoint: cloudTasksEndpoint,
 	}
 }
 
 // Build adds the example's transforms to s: orders -> event time -> cloudtasksio.Write ->
 // dead letters -> deadletter.ToPubSub.
-func Build(s beam.Scope, set Settings, orders []Order) {
+func Build(s beam.Scope, cloudTasksEndpoint string, set Settings, orders []Order) {
 	elems := make([]any, len(orders))
 	for i, o := range orders {
 		elems[i] = o
 	}
 	stamped := beam.ParDo(s, stampOrder, beam.Create(s, elems...))
-	failed := cloudtasksio.Write(s, Config(set), stamped)
+	failed := cloudtasksio.Write(s, Config(cloudTasksEndpoint, set), stamped)
 	pub := deadletter.DefaultPubSubConfig(set.Topic)
 	pub.EmulatorEndpoint = set.PubSubEndpoint
 	deadletter.ToPubSub(s, pub, failed)
@@ -166,13 +166,25 @@ type Result struct {
 	Published int64
 	// DeadLetters are the messages the consumer received, ordered by code and event time.
 	DeadLetters []DeadLetter
+
+	set Settings // what the run used, for Print
 }
 
-// Run prepares the queue, topic and subscription, runs the pipeline over orders with run,
-// reads the dead letters back through the subscription and the tasks through the Cloud Tasks
-// API, and prints a summary to w.
-func Run(ctx context.Context, set Settings, orders []Order, run exampleenv.Runner, w io.Writer) (*Result, error) {
-	tasks, err := exampleenv.NewClient(ctx, set.CloudTasksEndpoint)
+// Options are the input of one run.
+type Options struct {
+	// Settings name the Pub/Sub emulator, the queue, the topic and the subscription.
+	Settings Settings
+	// Orders are written as one task each; those Cloud Tasks cannot accept become dead
+	// letters.
+	Orders []Order
+}
+
+// Run prepares the queue, topic and subscription, runs the pipeline over opts.Orders with
+// env.Runner, reads the dead letters back through the subscription and the tasks through the
+// Cloud Tasks API, and prints a summary to env.Out.
+func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error) {
+	set := opts.Settings
+	tasks, err := env.CloudTasks.NewClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -190,14 +202,15 @@ func Run(ctx context.Context, set Settings, orders []Order, run exampleenv.Runne
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	Build(s, set, orders)
-	pr, err := run(ctx, p)
+	Build(s, env.CloudTasks.Endpoint, set, opts.Orders)
+	pr, err := env.Runner(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
 	res := &Result{
 		Counters:  exampleenv.Counters(pr, "cloudtasksio"),
 		Published: exampleenv.Counters(pr, "deadletter")["messagesPublished"],
+		set:       set,
 	}
 	if res.DeadLetters, err = consume(ctx, ps, set.Subscription, int(res.Published)); err != nil {
 		return nil, err
@@ -205,7 +218,7 @@ func Run(ctx context.Context, set Settings, orders []Order, run exampleenv.Runne
 	if res.Tasks, err = exampleenv.ListTasks(ctx, tasks, set.Queue); err != nil {
 		return nil, err
 	}
-	res.Print(w, set)
+	res.Print(env.Output())
 	return res, nil
 }
 
@@ -289,7 +302,8 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 
 // Print writes the summary of the run: what was created, then each dead letter as a consumer
 // of the topic sees it.
-func (r *Result) Print(w io.Writer, set Settings) {
+func (r *Result) Print(w io.Writer) {
+	set := r.set
 	created := r.Counters["numRecordsSend"]
 	fmt.Fprintf(w, "Cloud Tasks accepted %d order(s); queue %s now holds %d task(s).\n", created, set.Queue.Path(), len(r.Tasks))
 	fmt.Fprintf(w, "%d order(s) reached the failure policy (numRecordsSendErrors); %d dead letter(s) published to %s.\n",

@@ -125,10 +125,16 @@ type Result struct {
 	Counters map[string]int64
 }
 
+// Options are the input of one run.
+type Options struct {
+	// Orders are written as one task each, to the queue of their region.
+	Orders []Order
+}
+
 // Run creates the queues (paused, so their tasks stay listable), runs the pipeline over
-// orders with run, and prints what each queue received to w.
-func Run(ctx context.Context, cloudTasksEndpoint string, orders []Order, run exampleenv.Runner, w io.Writer) (*Result, error) {
-	client, err := exampleenv.NewClient(ctx, cloudTasksEndpoint)
+// opts.Orders with env.Runner, and prints what each queue received to env.Out.
+func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error) {
+	client, err := env.CloudTasks.NewClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +146,8 @@ func Run(ctx context.Context, cloudTasksEndpoint string, orders []Order, run exa
 	}
 
 	p, s := beam.NewPipelineWithRoot()
-	Build(s, cloudTasksEndpoint, orders)
-	pr, err := run(ctx, p)
+	Build(s, env.CloudTasks.Endpoint, opts.Orders)
+	pr, err := env.Runner(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
@@ -163,7 +169,7 @@ func Run(ctx context.Context, cloudTasksEndpoint string, orders []Order, run exa
 		sort.Strings(d.OrderIDs)
 		res.Destinations = append(res.Destinations, d)
 	}
-	res.Print(w)
+	res.Print(env.Output())
 	return res, nil
 }
 

@@ -107,12 +107,19 @@ type Result struct {
 	RetentionSet bool
 }
 
+// Options are the input of one run.
+type Options struct {
+	// Payments are written as one task each, in every pass.
+	Payments []Payment
+}
+
 // Run creates the two queues (paused, so their tasks stay listable), then runs the pipeline
-// four times with run: twice over payments with task-id keys, twice with random ids. It
-// prints a summary to w. With the in-process server it also sets the queues' name retention
-// to NameRetention.
-func Run(ctx context.Context, ct *exampleenv.CloudTasks, payments []Payment, run exampleenv.Runner, w io.Writer) (*Result, error) {
-	client, err := exampleenv.NewClient(ctx, ct.Endpoint)
+// four times with env.Runner: twice over opts.Payments with task-id keys, twice with random
+// ids. It prints a summary to env.Out. With the in-process server it also sets the queues'
+// name retention to NameRetention.
+func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error) {
+	ct := env.CloudTasks
+	client, err := ct.NewClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +143,8 @@ func Run(ctx context.Context, ct *exampleenv.CloudTasks, payments []Payment, run
 		{"run 4: same input, random ids", false},
 	} {
 		p, s := beam.NewPipelineWithRoot()
-		Build(s, ct.Endpoint, pass.keyed, payments)
-		pr, err := run(ctx, p)
+		Build(s, ct.Endpoint, pass.keyed, opts.Payments)
+		pr, err := env.Runner(ctx, p)
 		if err != nil {
 			return nil, fmt.Errorf("%s: running the pipeline: %w", pass.label, err)
 		}
@@ -161,7 +168,7 @@ func Run(ctx context.Context, ct *exampleenv.CloudTasks, payments []Payment, run
 			MinRemainingMillis: dists["stagedTaskRemainingMillis"].Min,
 		})
 	}
-	res.Print(w)
+	res.Print(env.Output())
 	return res, nil
 }
 
