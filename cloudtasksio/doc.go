@@ -101,4 +101,12 @@
 // ExpiredAssumeCreated, ExpiredCreateAnyway or ExpiredDrop decided counts only in its
 // expiredEnvelopes counter (one created anyway also counts in numRecordsSend once accepted).
 // docs/metrics.md explains how to read them.
+//
+// # Examples
+//
+// example_test.go holds runnable examples, shown with the functions they illustrate by pkgsite
+// and run by go test (go doc does not print examples): ExampleWrite (an HTTP target with a JSON
+// body and struct-tag metadata), ExampleTryWrite (dead letters published with
+// deadletter.ToPubSub, and a construction error) and ExampleConfigFromOptions (a Config built
+// from option keys). The main packages under examples/ are whole pipelines.
 package cloudtasksio

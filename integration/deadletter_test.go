@@ -218,7 +218,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 	var serialization, taskID, invalid int
 	for _, m := range msgs {
 		a := m.Attributes
-		assert.Equal(t, "cloudtasks", a[deadletter.AttrConnector])
+		assert.Equal(t, cloudtasksio.Connector, a[deadletter.AttrConnector])
 		assert.Equal(t, dlQueue.Path(), a[deadletter.AttrDestination])
 		assert.NotEmpty(t, a[deadletter.AttrWorker])
 		assert.NotEmpty(t, a[deadletter.AttrBundle])
@@ -228,7 +228,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 
 		var key string
 		switch a[deadletter.AttrCode] {
-		case "SERIALIZATION":
+		case cloudtasksio.CodeSerialization:
 			serialization++
 			assert.Empty(t, m.Data, "no task could be built, so the message has no data")
 			assert.Contains(t, a[deadletter.AttrError], "Serializer failed: the order cannot be encoded")
@@ -240,7 +240,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 					key = o.Key
 				}
 			}
-		case "TASK_ID":
+		case cloudtasksio.CodeTaskID:
 			taskID++
 			assert.Contains(t, a[deadletter.AttrError], "TaskIDFn failed: the order has no key")
 			task, err := cloudtasksio.FailedTask(fe)
@@ -248,7 +248,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 			assert.Empty(t, task.GetName())
 			key = dlKeyOf(t, task.GetHttpRequest().GetBody())
 			assert.True(t, byKey[key].NoKey)
-		case "INVALID_ARGUMENT":
+		case cloudtasksio.CodeInvalidArgument:
 			invalid++
 			task, err := cloudtasksio.FailedTask(fe)
 			require.NoError(t, err)

@@ -82,7 +82,7 @@ func runWrites(t *testing.T, build func(s beam.Scope)) map[string]int64 {
 	pr, err := ptest.RunWithMetrics(p)
 	require.NoError(t, err)
 	counters := map[string]int64{}
-	for _, c := range pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "cloudtasksio" }).Counters() {
+	for _, c := range pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == cloudtasksio.MetricsNamespace }).Counters() {
 		counters[c.Name()] += c.Result()
 	}
 	return counters
@@ -126,7 +126,7 @@ func TestDispatchHTTPRequestsArriveAsBuilt(t *testing.T) {
 			HTTP: &cloudtasksio.HTTPTarget{Headers: map[string]string{"X-Trace": "fixed", "X-Fixed": "kept"}, Body: formats.JSON()}},
 			routed)
 	})
-	require.Equal(t, int64(6), counters["numRecordsSend"])
+	require.Equal(t, int64(6), counters[cloudtasksio.MetricRecordsSend])
 
 	got := byPath(rec.waitFor(t, b, 6))
 	b.waitQueueEmpty(t, q)
@@ -282,14 +282,14 @@ func TestDispatchNamedTasksDeliverOncePerKeyAcrossRuns(t *testing.T) {
 	}
 
 	first := write(keyed("1", "2", "3", "4", "5"))
-	assert.Equal(t, int64(5), first["numRecordsSend"])
+	assert.Equal(t, int64(5), first[cloudtasksio.MetricRecordsSend])
 	rec.waitFor(t, b, 5)
 	b.waitQueueEmpty(t, q)
 
 	// The replay meets the names of tasks that were already delivered; only "6" is new.
 	second := write(keyed("1", "2", "3", "4", "5", "6"))
-	assert.Equal(t, int64(6), second["numRecordsSend"], "a deduplicated task counts as sent")
-	assert.Equal(t, int64(5), second["tasksDeduplicated"])
+	assert.Equal(t, int64(6), second[cloudtasksio.MetricRecordsSend], "a deduplicated task counts as sent")
+	assert.Equal(t, int64(5), second[cloudtasksio.MetricTasksDeduplicated])
 	rec.waitFor(t, b, 6)
 	b.waitQueueEmpty(t, q) // nothing else can still arrive
 

@@ -65,8 +65,8 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 		deadletters.FulfilmentURL + ` {"id":"1001"`, deadletters.FulfilmentURL + ` {"id":"1002"`, deadletters.FulfilmentURL + ` {"id":"1003"`,
 		deadletters.FulfilmentURL + ` {"id":"1004"`, deadletters.FulfilmentURL + ` {"id":"1005"`, deadletters.FulfilmentURL + ` {"id":"1006"`,
 	}, ids, "the six good orders are created")
-	assert.Equal(t, int64(6), res.Counters["numRecordsSend"])
-	assert.Equal(t, int64(4), res.Counters["numRecordsSendErrors"])
+	assert.Equal(t, int64(6), res.Counters[cloudtasksio.MetricRecordsSend])
+	assert.Equal(t, int64(4), res.Counters[cloudtasksio.MetricRecordsSendErrors])
 	assert.Equal(t, int64(4), res.Published)
 
 	// Ordered by code, then event time (the orders were placed a minute apart from 09:00).
@@ -84,10 +84,10 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 		got = append(got, s)
 	}
 	assert.Equal(t, []seen{
-		{"INVALID_ARGUMENT", "2026-05-04T09:06:00Z", deadletters.FulfilmentURL, set.Queue.Path() + "/tasks/" + cloudtasksio.TaskID("order-1007")},
-		{"INVALID_ARGUMENT", "2026-05-04T09:07:00Z", "ftp://partner.example.com/orders", ""},
-		{"SERIALIZATION", "2026-05-04T09:08:00Z", "", ""},
-		{"TASK_ID", "2026-05-04T09:09:00Z", deadletters.FulfilmentURL, ""},
+		{cloudtasksio.CodeInvalidArgument, "2026-05-04T09:06:00Z", deadletters.FulfilmentURL, set.Queue.Path() + "/tasks/" + cloudtasksio.TaskID("order-1007")},
+		{cloudtasksio.CodeInvalidArgument, "2026-05-04T09:07:00Z", "ftp://partner.example.com/orders", ""},
+		{cloudtasksio.CodeSerialization, "2026-05-04T09:08:00Z", "", ""},
+		{cloudtasksio.CodeTaskID, "2026-05-04T09:09:00Z", deadletters.FulfilmentURL, ""},
 	}, got)
 	assert.Greater(t, len(res.DeadLetters[0].Task.GetHttpRequest().GetBody()), cloudtaskstest.MaxTaskSize, "the oversized order's whole task")
 
@@ -124,7 +124,7 @@ func TestExampleDynamicQueuesRoutesEachOrderToItsRegionsQueue(t *testing.T) {
 		"projects/demo-project/locations/asia-northeast1/queues/orders-asia": {"5"},
 		"projects/demo-project/locations/us-central1/queues/orders-other":    {"4"},
 	}, got)
-	assert.Equal(t, int64(5), res.Counters["numRecordsSend"])
+	assert.Equal(t, int64(5), res.Counters[cloudtasksio.MetricRecordsSend])
 	assert.Regexp(t, `queues/orders-eu +recordsSend=2 sendErrors=0 stored=2 orders=1,3\n`, out.String())
 }
 
@@ -155,8 +155,8 @@ func TestExampleDynamicQueuesCountsARejectedOrderInItsQueuesSendErrors(t *testin
 	}
 	assert.Equal(t, map[string]int64{"orders-eu": 1, "orders-us": 0, "orders-asia": 0, "orders-other": 0}, errs,
 		"the rejection counts against its own queue only")
-	assert.Equal(t, int64(1), res.Counters["numRecordsSendErrors"])
-	assert.Equal(t, int64(2), res.Counters["numRecordsSend"])
+	assert.Equal(t, int64(1), res.Counters[cloudtasksio.MetricRecordsSendErrors])
+	assert.Equal(t, int64(2), res.Counters[cloudtasksio.MetricRecordsSend])
 	assert.Regexp(t, `queues/orders-eu +recordsSend=1 sendErrors=1 stored=1 orders=1\n`, out.String())
 }
 

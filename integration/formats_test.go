@@ -177,7 +177,7 @@ func TestFormatBodyIsLeftOutUnderGET(t *testing.T) {
 	cloudtasksio.Write(s, cfg, beam.Create(s, unencodable))
 	err = ptest.Run(p)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "SERIALIZATION")
+	assert.Contains(t, err.Error(), cloudtasksio.CodeSerialization)
 }
 
 // fmtFormHeaders is a form element that carries headers of its own.
@@ -221,7 +221,7 @@ func TestFormatFormHeaderPrecedenceOnPrism(t *testing.T) {
 		elems := beam.ParDo(s, fmtFormHeadersFor, beam.Create(s, "equal", "conflict", "parameters", "null"))
 		cloudtasksio.Write(s, cfg, elems)
 	})
-	assert.Equal(t, int64(2), counters["numRecordsSendErrors"], "both conflicting Content-Types fail their element")
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsSendErrors], "both conflicting Content-Types fail their element")
 
 	byBody := map[string]map[string]string{}
 	for _, task := range b.Server.Tasks(q.Path()) {

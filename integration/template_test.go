@@ -282,11 +282,11 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 	codes := map[string]int{}
 	var deadValues []string
 	for _, m := range ps.Messages() {
-		assert.Equal(t, "cloudtasks", m.Attributes[deadletter.AttrConnector])
+		assert.Equal(t, cloudtasksio.Connector, m.Attributes[deadletter.AttrConnector])
 		assert.Equal(t, env.queue.Path(), m.Attributes[deadletter.AttrDestination])
 		assert.NotContains(t, m.Attributes[deadletter.AttrError], "tomorrow noon", "errors never carry the record")
 		codes[m.Attributes[deadletter.AttrCode]]++
-		if m.Attributes[deadletter.AttrCode] == "SERIALIZATION" {
+		if m.Attributes[deadletter.AttrCode] == cloudtasksio.CodeSerialization {
 			var rec kafkatemplate.Record
 			require.NoError(t, json.Unmarshal(m.Data, &rec), "an unreadable record's dead letter carries the record as JSON")
 			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")
@@ -297,7 +297,7 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 			assert.Equal(t, "ftp://127.0.0.1/x", task.GetHttpRequest().GetUrl())
 		}
 	}
-	assert.Equal(t, map[string]int{"SERIALIZATION": len(tplBadRecords), "INVALID_ARGUMENT": 1}, codes)
+	assert.Equal(t, map[string]int{cloudtasksio.CodeSerialization: len(tplBadRecords), cloudtasksio.CodeInvalidArgument: 1}, codes)
 	assert.ElementsMatch(t, tplBadRecords, deadValues, "each unreadable record is kept, byte for byte")
 	assert.Equal(t, int64(len(tplBadRecords)+1), counters["deadletter.messagesPublished"])
 }

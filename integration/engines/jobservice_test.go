@@ -73,11 +73,11 @@ func TestEngineAtLeastOnceDeliversEveryOrderOnce(t *testing.T) {
 		ct.waitDrained(t)
 		assertEachOnce(t, rcv, n)
 
-		counters := sinkCounters(pr, "cloudtasksio")
+		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
 		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
-		assert.Equal(t, int64(n), counters["numRecordsSend"])
-		assert.Positive(t, counters["numBytesSend"])
-		assert.Zero(t, counters["numRecordsSendErrors"])
+		assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
+		assert.Positive(t, counters[cloudtasksio.MetricBytesSend])
+		assert.Zero(t, counters[cloudtasksio.MetricRecordsSendErrors])
 	})
 }
 
@@ -118,11 +118,11 @@ func TestEngineNamedTasksUnderTransientFaultsAreCreatedOncePerKey(t *testing.T) 
 			}
 		}
 
-		counters := sinkCounters(pr, "cloudtasksio")
+		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
 		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
-		assert.Equal(t, int64(n), counters["numRecordsSend"])
-		assert.Equal(t, int64(lost), counters["tasksDeduplicated"])
-		assert.Equal(t, int64(20+lost), counters["errorClass.UNAVAILABLE.errors"], "scripted and lost-response UNAVAILABLE answers")
+		assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
+		assert.Equal(t, int64(lost), counters[cloudtasksio.MetricTasksDeduplicated])
+		assert.Equal(t, int64(20+lost), counters[cloudtasksio.MetricErrorClass("UNAVAILABLE")], "scripted and lost-response UNAVAILABLE answers")
 	})
 }
 
@@ -222,9 +222,9 @@ func TestEngineExactlyOnceCreatesEveryOrderOnce(t *testing.T) {
 		assert.Equal(t, n, st.CreateTaskCalls)
 		ct.waitDrained(t)
 		assertEachOnce(t, rcv, n)
-		counters := sinkCounters(pr, "cloudtasksio")
+		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
 		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
-		assert.Equal(t, int64(n), counters["numRecordsSend"])
+		assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
 	})
 }
 
@@ -263,9 +263,9 @@ func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
 		rejected := map[int]int{}
 		for _, m := range ps.Messages() {
 			a := m.Attributes
-			assert.Equal(t, "cloudtasks", a[deadletter.AttrConnector])
+			assert.Equal(t, cloudtasksio.Connector, a[deadletter.AttrConnector])
 			assert.Equal(t, ct.Queue.Path(), a[deadletter.AttrDestination])
-			assert.Equal(t, "INVALID_ARGUMENT", a[deadletter.AttrCode])
+			assert.Equal(t, cloudtasksio.CodeInvalidArgument, a[deadletter.AttrCode])
 			assert.Contains(t, a[deadletter.AttrError], "this order is refused by the test")
 			task, err := cloudtasksio.FailedTask(deadletter.FailedElement{Connector: a[deadletter.AttrConnector], Payload: m.Data})
 			require.NoError(t, err, "the message carries the whole task")
@@ -284,9 +284,9 @@ func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
 		assert.Equal(t, n-n/10, total)
 		assert.Len(t, byID, n-n/10)
 
-		counters := sinkCounters(pr, "cloudtasksio")
+		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
 		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
-		assert.Equal(t, int64(n/10), counters["numRecordsSendErrors"])
+		assert.Equal(t, int64(n/10), counters[cloudtasksio.MetricRecordsSendErrors])
 		assert.Equal(t, int64(n/10), sinkCounters(pr, "deadletter")["messagesPublished"])
 	})
 }

@@ -191,8 +191,8 @@ func TestKafkaTemplateJSONRecordsBecomeTasksWithTheirBodiesAndHeaders(t *testing
 				assert.Equal(t, cloudtasksio.TaskID(rec.ID), d.Headers.Get("X-CloudTasks-TaskName"), "the task is named by --task_id_field")
 			}
 			assert.Empty(t, want, "records never delivered")
-			if c := sinkCounters(pr, "cloudtasksio"); len(c) > 0 {
-				assert.Equal(t, int64(n), c["numRecordsSend"])
+			if c := sinkCounters(pr, cloudtasksio.MetricsNamespace); len(c) > 0 {
+				assert.Equal(t, int64(n), c[cloudtasksio.MetricRecordsSend])
 			} else {
 				t.Logf("%s returned no metrics; checked the server and the receiver only", e.Name)
 			}
@@ -268,8 +268,8 @@ func TestKafkaTemplateRecordKeyNamesTheTaskSoARereadCreatesNothing(t *testing.T)
 			for i := range n {
 				assert.Equal(t, 1, byTask[cloudtasksio.TaskID(fmt.Sprintf("key-%02d", i))], "key-%02d delivered once", i)
 			}
-			if c := sinkCounters(pr, "cloudtasksio"); len(c) > 0 {
-				assert.Equal(t, int64(n), c["tasksDeduplicated"], "the re-read counts each record deduplicated")
+			if c := sinkCounters(pr, cloudtasksio.MetricsNamespace); len(c) > 0 {
+				assert.Equal(t, int64(n), c[cloudtasksio.MetricTasksDeduplicated], "the re-read counts each record deduplicated")
 			}
 		})
 	}
@@ -311,7 +311,7 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 			msgs := ps.Messages()
 			require.Len(t, msgs, len(unreadable), "one dead letter per unreadable record")
 			for _, m := range msgs {
-				assert.Equal(t, "SERIALIZATION", m.Attributes[deadletter.AttrCode])
+				assert.Equal(t, cloudtasksio.CodeSerialization, m.Attributes[deadletter.AttrCode])
 				assert.Equal(t, ct.Queue.Path(), m.Attributes[deadletter.AttrDestination])
 				var rec kafkatemplate.Record
 				require.NoError(t, json.Unmarshal(m.Data, &rec), "the dead letter carries the record as JSON")

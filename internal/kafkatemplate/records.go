@@ -118,10 +118,10 @@ func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, r Rec
 			return fmt.Errorf("kafka-to-cloudtasks: encoding a dead letter: %w", err)
 		}
 		dead(deadletter.FailedElement{
-			Connector:   "cloudtasks",
+			Connector:   cloudtasksio.Connector,
 			Destination: spec.Destination,
 			Payload:     payload,
-			Code:        "SERIALIZATION",
+			Code:        cloudtasksio.CodeSerialization,
 			Error:       "kafka-to-cloudtasks: " + why.Error() + "; the payload is the record as JSON",
 		})
 		return nil

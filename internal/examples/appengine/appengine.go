@@ -236,7 +236,7 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
-	res := &Result{Counters: exampleenv.Counters(pr, "cloudtasksio"), BaseHost: strings.TrimPrefix(h.URL(), "http://"), routing: map[string]string{}}
+	res := &Result{Counters: exampleenv.Counters(pr, cloudtasksio.MetricsNamespace), BaseHost: strings.TrimPrefix(h.URL(), "http://"), routing: map[string]string{}}
 	for _, j := range jobs {
 		res.routing[j.ID] = routingNote(j)
 	}
@@ -250,7 +250,7 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 // Print writes one line per delivery and explains the Host header.
 func (r *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "Created %d App Engine task(s) in %s; the target's routing is service %q, version %q.\n",
-		r.Counters["numRecordsSend"], Queue.Path(), FixedRouting.Service, FixedRouting.Version)
+		r.Counters[cloudtasksio.MetricRecordsSend], Queue.Path(), FixedRouting.Service, FixedRouting.Version)
 	fmt.Fprintf(w, "The handler at http://%s received (Host = [instance.][version.][service.]app host):\n", r.BaseHost)
 	width := 0
 	for _, d := range r.Deliveries {

@@ -208,7 +208,7 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
 	res := &Result{
-		Counters:  exampleenv.Counters(pr, "cloudtasksio"),
+		Counters:  exampleenv.Counters(pr, cloudtasksio.MetricsNamespace),
 		Published: exampleenv.Counters(pr, "deadletter")["messagesPublished"],
 		set:       set,
 	}
@@ -304,10 +304,10 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 // of the topic sees it.
 func (r *Result) Print(w io.Writer) {
 	set := r.set
-	created := r.Counters["numRecordsSend"]
+	created := r.Counters[cloudtasksio.MetricRecordsSend]
 	fmt.Fprintf(w, "Cloud Tasks accepted %d order(s); queue %s now holds %d task(s).\n", created, set.Queue.Path(), len(r.Tasks))
 	fmt.Fprintf(w, "%d order(s) reached the failure policy (numRecordsSendErrors); %d dead letter(s) published to %s.\n",
-		r.Counters["numRecordsSendErrors"], r.Published, set.Topic)
+		r.Counters[cloudtasksio.MetricRecordsSendErrors], r.Published, set.Topic)
 	if len(r.DeadLetters) > 0 {
 		fmt.Fprintf(w, "A consumer of %s received:\n\n", set.Subscription)
 	}

@@ -151,12 +151,12 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("running the pipeline: %w", err)
 	}
-	res := &Result{Counters: exampleenv.Counters(pr, "cloudtasksio")}
+	res := &Result{Counters: exampleenv.Counters(pr, cloudtasksio.MetricsNamespace)}
 	for _, q := range Queues() {
 		d := Destination{
 			Queue:  q,
-			Sent:   res.Counters["destination."+q.Path()+".recordsSend"],
-			Errors: res.Counters["destination."+q.Path()+".sendErrors"],
+			Sent:   res.Counters[cloudtasksio.MetricDestinationRecordsSend(q.Path())],
+			Errors: res.Counters[cloudtasksio.MetricDestinationSendErrors(q.Path())],
 		}
 		tasks, err := exampleenv.ListTasks(ctx, client, q)
 		if err != nil {
@@ -195,5 +195,5 @@ func (r *Result) Print(w io.Writer) {
 			width, d.Queue.Path(), d.Sent, d.Errors, d.Stored, strings.Join(d.OrderIDs, ","))
 	}
 	fmt.Fprintf(w, "Total: numRecordsSend=%d numRecordsSendErrors=%d over %d queues.\n",
-		r.Counters["numRecordsSend"], r.Counters["numRecordsSendErrors"], len(r.Destinations))
+		r.Counters[cloudtasksio.MetricRecordsSend], r.Counters[cloudtasksio.MetricRecordsSendErrors], len(r.Destinations))
 }

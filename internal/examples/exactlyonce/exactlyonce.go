@@ -148,8 +148,8 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		if err != nil {
 			return nil, fmt.Errorf("%s: running the pipeline: %w", pass.label, err)
 		}
-		counters := exampleenv.Counters(pr, "cloudtasksio")
-		dists := exampleenv.Distributions(pr, "cloudtasksio")
+		counters := exampleenv.Counters(pr, cloudtasksio.MetricsNamespace)
+		dists := exampleenv.Distributions(pr, cloudtasksio.MetricsNamespace)
 		q := RandomQueue
 		if pass.keyed {
 			q = KeyedQueue
@@ -161,11 +161,11 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		res.Passes = append(res.Passes, Pass{
 			Label:              pass.label,
 			Queue:              q,
-			Created:            counters["numRecordsSend"] - counters["tasksDeduplicated"],
-			Deduplicated:       counters["tasksDeduplicated"],
+			Created:            counters[cloudtasksio.MetricRecordsSend] - counters[cloudtasksio.MetricTasksDeduplicated],
+			Deduplicated:       counters[cloudtasksio.MetricTasksDeduplicated],
 			Stored:             len(tasks),
-			MaxAgeMillis:       dists["stagedTaskAgeMillis"].Max,
-			MinRemainingMillis: dists["stagedTaskRemainingMillis"].Min,
+			MaxAgeMillis:       dists[cloudtasksio.MetricStagedTaskAgeMillis].Max,
+			MinRemainingMillis: dists[cloudtasksio.MetricStagedTaskRemainingMillis].Min,
 		})
 	}
 	res.Print(env.Output())

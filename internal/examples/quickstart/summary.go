@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
 
@@ -100,11 +101,11 @@ func (s *Result) Print(w io.Writer) {
 
 // readMetrics fills the pipeline's part of res from the run's counters.
 func readMetrics(pr beam.PipelineResult, res *Result) {
-	sink := exampleenv.Counters(pr, "cloudtasksio")
-	res.Sent = sink["numRecordsSend"]
-	res.Deduplicated = sink["tasksDeduplicated"]
-	res.Skipped = sink["recordsSkipped"]
-	res.SendErrors = sink["numRecordsSendErrors"]
+	sink := exampleenv.Counters(pr, cloudtasksio.MetricsNamespace)
+	res.Sent = sink[cloudtasksio.MetricRecordsSend]
+	res.Deduplicated = sink[cloudtasksio.MetricTasksDeduplicated]
+	res.Skipped = sink[cloudtasksio.MetricRecordsSkipped]
+	res.SendErrors = sink[cloudtasksio.MetricRecordsSendErrors]
 	own := exampleenv.Counters(pr, metricsNamespace)
 	res.Orders = own["orders"]
 	res.DeadLetters = own["deadLetters"]
