@@ -73,7 +73,8 @@ type HTTPTarget struct {
 	// PATCH; the zero Format sends no body.
 	Body formats.Format
 	// DispatchDeadline bounds each dispatch attempt of the task. Zero leaves the service
-	// default; otherwise it must lie in [15s, 30m].
+	// default (10 minutes); otherwise it must lie in [15s, 30m]. A `cloudtasks:"dispatch-deadline"`
+	// field on the element overrides it per element.
 	DispatchDeadline time.Duration
 }
 
@@ -100,6 +101,11 @@ type AppEngineTarget struct {
 	Routing *AppEngineRouting
 	// Body encodes the element as the request body. It is used only under POST and PUT.
 	Body formats.Format
+	// DispatchDeadline bounds each dispatch attempt of the task. Zero leaves the service
+	// default, which depends on the service's scaling type; otherwise it must lie in
+	// [15s, 24h0m15s]. A `cloudtasks:"dispatch-deadline"` field on the element overrides it
+	// per element.
+	DispatchDeadline time.Duration
 }
 
 // AppEngineRouting selects where in the application a task runs. Empty parts are chosen by

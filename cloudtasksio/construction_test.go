@@ -52,6 +52,7 @@ func TestConstructionErrors(t *testing.T) {
 		{"relative URL", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "/orders"}}, o, "HTTPTarget.URL"},
 		{"no URL and no url field", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{}}, o, "HTTPTarget.URL is empty"},
 		{"dispatch deadline", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/", DispatchDeadline: time.Hour}}, o, "DispatchDeadline"},
+		{"App Engine dispatch deadline", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "/t", DispatchDeadline: 25 * time.Hour}}, o, "AppEngineTarget.DispatchDeadline"},
 		{"duplicate headers", cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://e.com/",
 			Headers: map[string]string{"X-A": "1", "x-a": "2"}}}, o, "same name ignoring case"},
 		{"reserved App Engine header", cloudtasksio.Config{Queue: testQueue, AppEngine: &cloudtasksio.AppEngineTarget{RelativeURI: "/t",

@@ -36,6 +36,7 @@ const (
 	optAppEngineService     = "app-engine.service"
 	optAppEngineVersion     = "app-engine.version"
 	optAppEngineInstance    = "app-engine.instance"
+	optAppEngineDeadline    = "app-engine.dispatch-deadline"
 
 	optFormat = "format"
 
@@ -77,7 +78,7 @@ var fixedOptionKeys = []string{
 	optHTTPURL, optHTTPMethod, optHTTPOIDCEmail, optHTTPOIDCAudience, optHTTPOAuthEmail,
 	optHTTPOAuthScope, optHTTPDispatchDeadline,
 	optAppEngineRelativeURI, optAppEngineMethod, optAppEngineService, optAppEngineVersion,
-	optAppEngineInstance,
+	optAppEngineInstance, optAppEngineDeadline,
 	optFormat, optServiceAccountKeyFile, optEmulatorEndpoint,
 	optDelivery, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
 	optStagedVerify, optStagedExpiredPolicy,
@@ -143,7 +144,8 @@ func optErr(key, format string, args ...any) *OptionError {
 //     http.oidc.audience, http.oauth.service-account-email, http.oauth.scope, and
 //     http.dispatch-deadline (an extension of this project: HTTPTarget.DispatchDeadline).
 //   - app-engine.relative-uri, app-engine.method (default POST), app-engine.headers.<Name>,
-//     app-engine.service, app-engine.version, app-engine.instance.
+//     app-engine.service, app-engine.version, app-engine.instance, and
+//     app-engine.dispatch-deadline (an extension of this project: AppEngineTarget.DispatchDeadline).
 //   - format (json, form-urlencoded, csv, raw, avro; absent = no body) and its options as
 //     <format>.<option>, for example csv.field-delimiter or avro.schema.
 //   - service-account-key-file, emulator-endpoint.
@@ -334,7 +336,7 @@ func describeKey(k string) string {
 		return "accepted: " + methodList
 	case optStagedVerify, optPerDestinationStats:
 		return "accepted: true, false"
-	case optHTTPDispatchDeadline, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
+	case optHTTPDispatchDeadline, optAppEngineDeadline, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
 		optRecoveryInitial, optRecoveryMax, optNotFoundInitial, optNotFoundMax:
 		return "accepted: a Go duration such as 500ms, 10s or 1h"
 	case optMaxInFlight, optChannelPoolSize, optRecoveryAttempts, optNotFoundAttempts:
@@ -561,17 +563,26 @@ func (p *optionParser) httpTarget(keys []string, body formats.Format) (*HTTPTarg
 		t.OAuth = &OAuthToken{ServiceAccountEmail: oauthEmail, Scope: scope}
 	}
 
-	if _, ok := p.get(optHTTPDispatchDeadline); ok {
-		d, err := p.duration(optHTTPDispatchDeadline, false)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkDispatchDeadline("the value", d, maxHTTPDispatchDL); err != nil {
-			return nil, optErr(optHTTPDispatchDeadline, "%v", err)
-		}
-		t.DispatchDeadline = d
+	if t.DispatchDeadline, err = p.dispatchDeadline(optHTTPDispatchDeadline, maxHTTPDispatchDL); err != nil {
+		return nil, err
 	}
 	return t, nil
+}
+
+// dispatchDeadline reads a target's dispatch-deadline key: absent is zero (the service
+// default); a value must lie in the target family's bounds [15s, max].
+func (p *optionParser) dispatchDeadline(key string, max time.Duration) (time.Duration, error) {
+	if _, ok := p.get(key); !ok {
+		return 0, nil
+	}
+	d, err := p.duration(key, false)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkDispatchDeadline("the value", d, max); err != nil {
+		return 0, optErr(key, "%v", err)
+	}
+	return d, nil
 }
 
 func (p *optionParser) appEngineTarget(keys []string, body formats.Format) (*AppEngineTarget, error) {
@@ -608,6 +619,9 @@ func (p *optionParser) appEngineTarget(keys []string, body formats.Format) (*App
 	}
 	if routing != (AppEngineRouting{}) {
 		t.Routing = &routing
+	}
+	if t.DispatchDeadline, err = p.dispatchDeadline(optAppEngineDeadline, maxAppEngineDispDL); err != nil {
+		return nil, err
 	}
 	return t, nil
 }

@@ -132,17 +132,19 @@ func TestConfigFromOptionsMapsEveryAppEngineKey(t *testing.T) {
 		"app-engine.service":              "worker",
 		"app-engine.version":              "v2",
 		"app-engine.instance":             "7",
+		"app-engine.dispatch-deadline":    "2h", // above the HTTP bound, within App Engine's
 		"format":                          "form-urlencoded",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, cloudtasksio.Config{
 		Queue: optionsQueue,
 		AppEngine: &cloudtasksio.AppEngineTarget{
-			RelativeURI: "/tasks/orders?source=beam",
-			Method:      "PUT",
-			Headers:     map[string]string{"X-Trace": "abc", "Content-Type": "Application/X-WWW-Form-URLEncoded"},
-			Routing:     &cloudtasksio.AppEngineRouting{Service: "worker", Version: "v2", Instance: "7"},
-			Body:        formats.FormURLEncoded(),
+			RelativeURI:      "/tasks/orders?source=beam",
+			Method:           "PUT",
+			Headers:          map[string]string{"X-Trace": "abc", "Content-Type": "Application/X-WWW-Form-URLEncoded"},
+			Routing:          &cloudtasksio.AppEngineRouting{Service: "worker", Version: "v2", Instance: "7"},
+			Body:             formats.FormURLEncoded(),
+			DispatchDeadline: 2 * time.Hour,
 		},
 	}, cfg)
 
@@ -241,6 +243,13 @@ func TestConfigFromOptionsErrorsNameTheKey(t *testing.T) {
 		{"scope without email", withQueue(map[string]string{"http.oauth.scope": "https://www.googleapis.com/auth/cloud-platform"}), "http.oauth.scope", "http.oauth.service-account-email"},
 		{"blank oidc email", withQueue(map[string]string{"http.oidc.service-account-email": "  "}), "http.oidc.service-account-email", "blank"},
 		{"dispatch deadline out of range", withQueue(map[string]string{"http.dispatch-deadline": "5s"}), "http.dispatch-deadline", "15s"},
+		{"dispatch deadline above the HTTP bound", withQueue(map[string]string{"http.dispatch-deadline": "2h"}), "http.dispatch-deadline", "outside [15s, 30m0s]"},
+		{"app-engine dispatch deadline below the bound", withQueue(map[string]string{"target.type": "app-engine", "app-engine.dispatch-deadline": "10s"}), "app-engine.dispatch-deadline", "outside [15s, 24h0m15s]"},
+		{"app-engine dispatch deadline above the bound", withQueue(map[string]string{"target.type": "app-engine", "app-engine.dispatch-deadline": "24h1m"}), "app-engine.dispatch-deadline", "outside [15s, 24h0m15s]"},
+		{"app-engine dispatch deadline not a duration", withQueue(map[string]string{"target.type": "app-engine", "app-engine.dispatch-deadline": "90"}), "app-engine.dispatch-deadline", "Go duration"},
+		{"app-engine dispatch deadline zero", withQueue(map[string]string{"target.type": "app-engine", "app-engine.dispatch-deadline": "0s"}), "app-engine.dispatch-deadline", "positive"},
+		{"app-engine dispatch deadline blank", withQueue(map[string]string{"target.type": "app-engine", "app-engine.dispatch-deadline": ""}), "app-engine.dispatch-deadline", "blank"},
+		{"app-engine dispatch deadline on http", withQueue(map[string]string{"app-engine.dispatch-deadline": "1m"}), "app-engine.dispatch-deadline", "target.type is http"},
 		{"relative uri without slash", withQueue(map[string]string{"target.type": "app-engine", "app-engine.relative-uri": "tasks"}), "app-engine.relative-uri", "start with '/'"},
 		{"service with space", withQueue(map[string]string{"target.type": "app-engine", "app-engine.service": "my service"}), "app-engine.service", "whitespace"},
 		{"bad emulator endpoint", withQueue(map[string]string{"emulator-endpoint": "localhost"}), "emulator-endpoint", "host:port"},

@@ -53,11 +53,11 @@ func (f targetFamily) metadataKeys() []string {
 	switch f {
 	case familyHTTP:
 		return []string{bodyformat.KeyURL, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
-			bodyformat.KeyScheduleTime, bodyformat.KeyTaskID}
+			bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
 	case familyAppEngine:
 		return []string{bodyformat.KeyRelativeURI, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
 			bodyformat.KeyAppEngineService, bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance,
-			bodyformat.KeyScheduleTime, bodyformat.KeyTaskID}
+			bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
 	}
 	return nil
 }

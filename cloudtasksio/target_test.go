@@ -162,6 +162,7 @@ func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
 		bodyformat.KeyAppEngineVersion:  {familyAppEngine},
 		bodyformat.KeyAppEngineInstance: {familyAppEngine},
 		bodyformat.KeyScheduleTime:      both,
+		bodyformat.KeyDispatchDeadline:  both,
 		bodyformat.KeyTaskID:            both,
 	}
 	assert.ElementsMatch(t, bodyformat.Keys(), slices.Collect(maps.Keys(accepted)), "every metadata key has a row")

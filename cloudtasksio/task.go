@@ -111,6 +111,9 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		if err := checkHeaders("cloudtasksio: AppEngineTarget.Headers", t.Headers, true); err != nil {
 			return nil, err
 		}
+		if err := checkDispatchDeadline("cloudtasksio: AppEngineTarget.DispatchDeadline", t.DispatchDeadline, maxAppEngineDispDL); err != nil {
+			return nil, err
+		}
 		body, fixedHeaders = t.Body, t.Headers
 	default:
 		return nil, errors.New("cloudtasksio: no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
@@ -219,10 +222,23 @@ func (b *taskBuilder) headers(fixed map[string]string, md *bodyformat.Metadata, 
 	return withContentType("headers", h, contentType)
 }
 
-func (b *taskBuilder) schedule(task *cloudtaskspb.Task, md *bodyformat.Metadata) {
+// timing sets the task's schedule time and dispatch deadline: the element's deadline when it
+// carries one (checked against max, the family's bound), else the target's fixed one.
+func (b *taskBuilder) timing(task *cloudtaskspb.Task, md *bodyformat.Metadata, fixed, max time.Duration) error {
 	if !md.ScheduleTime.IsZero() {
 		task.ScheduleTime = timestamppb.New(md.ScheduleTime)
 	}
+	deadline := fixed
+	if md.DispatchDeadline != 0 {
+		if err := checkDispatchDeadline("dispatch-deadline field", md.DispatchDeadline, max); err != nil {
+			return err
+		}
+		deadline = md.DispatchDeadline
+	}
+	if deadline != 0 {
+		task.DispatchDeadline = durationpb.New(deadline)
+	}
+	return nil
 }
 
 // requestParts resolves what both target families share: the element's method, the body
@@ -263,10 +279,9 @@ func (b *taskBuilder) buildHTTP(elem any, md *bodyformat.Metadata) (*cloudtasksp
 			ServiceAccountEmail: t.OAuth.ServiceAccountEmail, Scope: t.OAuth.Scope}}
 	}
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: req}}
-	if t.DispatchDeadline != 0 {
-		task.DispatchDeadline = durationpb.New(t.DispatchDeadline)
+	if err := b.timing(task, md, t.DispatchDeadline, maxHTTPDispatchDL); err != nil {
+		return nil, err
 	}
-	b.schedule(task, md)
 	return task, nil
 }
 
@@ -296,7 +311,9 @@ func (b *taskBuilder) buildAppEngine(elem any, md *bodyformat.Metadata) (*cloudt
 		req.AppEngineRouting = &cloudtaskspb.AppEngineRouting{Service: routing.Service, Version: routing.Version, Instance: routing.Instance}
 	}
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_AppEngineHttpRequest{AppEngineHttpRequest: req}}
-	b.schedule(task, md)
+	if err := b.timing(task, md, t.DispatchDeadline, maxAppEngineDispDL); err != nil {
+		return nil, err
+	}
 	return task, nil
 }
 

@@ -127,3 +127,74 @@ func TestAllEmptyAppEngineRoutingIsLeftUnset(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, task.GetAppEngineHttpRequest().GetAppEngineRouting(), "a routing whose every part the element cleared is not sent either")
 }
+
+// deadlineOrder carries a per-element dispatch deadline; it fits both target families.
+type deadlineOrder struct {
+	ID       string        `json:"id"`
+	Deadline time.Duration `cloudtasks:"dispatch-deadline"`
+}
+
+func TestPerElementDispatchDeadlineOverridesTheFixedOneWithinTheFamilyBounds(t *testing.T) {
+	now := time.Now()
+	for _, c := range []struct {
+		name     string
+		cfg      Config
+		max      time.Duration // the family's upper bound, accepted
+		tooLong  time.Duration // just above it
+		isFamily func(*cloudtaskspb.Task) bool
+	}{
+		{"http", Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", DispatchDeadline: time.Minute}},
+			30 * time.Minute, 30*time.Minute + time.Second, func(t *cloudtaskspb.Task) bool { return t.GetHttpRequest() != nil }},
+		{"app-engine", Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", DispatchDeadline: time.Minute}},
+			24*time.Hour + 15*time.Second, 24*time.Hour + 16*time.Second, func(t *cloudtaskspb.Task) bool { return t.GetAppEngineHttpRequest() != nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := builderFor(t, c.cfg, deadlineOrder{}, now)
+			for _, ok := range []struct{ field, want time.Duration }{
+				{0, time.Minute}, // zero keeps the target's fixed deadline
+				{15 * time.Second, 15 * time.Second},
+				{c.max, c.max},
+			} {
+				task, _, err := b.build(deadlineOrder{ID: "1", Deadline: ok.field})
+				require.NoError(t, err, "field %v", ok.field)
+				assert.True(t, c.isFamily(task), "a %s task", c.name)
+				assert.Equal(t, ok.want, task.GetDispatchDeadline().AsDuration(), "field %v", ok.field)
+			}
+			for _, bad := range []time.Duration{14 * time.Second, c.tooLong, -time.Minute} {
+				_, _, err := b.build(deadlineOrder{ID: "2", Deadline: bad})
+				var ef *elementFailure
+				require.True(t, errors.As(err, &ef), "an out-of-bounds dispatch-deadline field %v reaches the failure policy: %v", bad, err)
+				assert.Equal(t, CodeSerialization, ef.code, "like every other unusable metadata value")
+				assert.Nil(t, ef.task)
+				assert.ErrorContains(t, ef, "dispatch-deadline field")
+				assert.ErrorContains(t, ef, "outside [15s, "+c.max.String()+"]")
+			}
+		})
+	}
+}
+
+func TestWithoutAnyDispatchDeadlineTheTaskLeavesItToTheService(t *testing.T) {
+	for _, cfg := range []Config{
+		{HTTP: &HTTPTarget{URL: "https://example.com/orders"}},
+		{AppEngine: &AppEngineTarget{RelativeURI: "/orders"}},
+	} {
+		task, _, err := builderFor(t, cfg, deadlineOrder{}, time.Now()).build(deadlineOrder{ID: "1"})
+		require.NoError(t, err)
+		assert.Nil(t, task.GetDispatchDeadline(), "no field value and no fixed deadline: the service default")
+	}
+}
+
+func TestTheFixedAppEngineDispatchDeadlineIsSetAndCheckedAtConstruction(t *testing.T) {
+	b := builderFor(t, Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", DispatchDeadline: 2 * time.Hour}}, eoPlainOrder{}, time.Now())
+	task, _, err := b.build(eoPlainOrder{ID: "1"})
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Hour, task.GetDispatchDeadline().AsDuration(), "App Engine allows more than the HTTP 30m")
+
+	for _, d := range []time.Duration{time.Second, 25 * time.Hour, -time.Minute} {
+		_, err := compile(Config{Queue: Queue{Project: "p", Location: "l", Name: "q"},
+			AppEngine: &AppEngineTarget{RelativeURI: "/orders", DispatchDeadline: d}}, typeOf(eoPlainOrder{}))
+		require.Error(t, err, "%v", d)
+		assert.Contains(t, err.Error(), "AppEngineTarget.DispatchDeadline")
+		assert.Contains(t, err.Error(), "outside [15s, 24h0m15s]")
+	}
+}

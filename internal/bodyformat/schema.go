@@ -34,6 +34,9 @@ const (
 	// KeyScheduleTime (type time.Time) delays dispatch until that instant; the zero time means
 	// "as soon as possible".
 	KeyScheduleTime = "schedule-time"
+	// KeyDispatchDeadline (type time.Duration) bounds each dispatch attempt of the task; zero
+	// keeps the target's fixed deadline. The caller checks the service's bounds.
+	KeyDispatchDeadline = "dispatch-deadline"
 	// KeyTaskID (type string) is the key a named task's id is derived from. Its presence on the
 	// element type turns naming on for the whole sink.
 	KeyTaskID = "task-id"
@@ -49,7 +52,7 @@ type keySpec struct {
 	fits func(reflect.Type) bool
 }
 
-var timeType = reflect.TypeFor[time.Time]()
+var timeType = reflect.TypeFor[time.Time]() // durationType is declared with the Avro encoder
 
 func isStringKind(t reflect.Type) bool { return t.Kind() == reflect.String }
 
@@ -71,6 +74,7 @@ var keySpecs = []keySpec{
 	{KeyAppEngineVersion, "*string", isStringPtr},
 	{KeyAppEngineInstance, "*string", isStringPtr},
 	{KeyScheduleTime, "time.Time", func(t reflect.Type) bool { return t == timeType }},
+	{KeyDispatchDeadline, "time.Duration", func(t reflect.Type) bool { return t == durationType }},
 	{KeyTaskID, "string", isStringKind},
 }
 
@@ -306,6 +310,9 @@ type Metadata struct {
 	Service, Version, Instance *string
 	// ScheduleTime is when the task becomes due; the zero time means now.
 	ScheduleTime time.Time
+	// DispatchDeadline bounds each dispatch attempt; zero = not set. It is not range-checked
+	// here: the bounds depend on the target family.
+	DispatchDeadline time.Duration
 	// TaskID is the key a named task's id is derived from.
 	TaskID string
 	// HasTaskID is true when the element type carries a task-id field. An empty TaskID is then
@@ -342,6 +349,8 @@ func (s *Schema) Metadata(elem any) (Metadata, error) {
 			md.Instance = stringPtr(f)
 		case KeyScheduleTime:
 			md.ScheduleTime = f.Interface().(time.Time)
+		case KeyDispatchDeadline:
+			md.DispatchDeadline = time.Duration(f.Int())
 		}
 	}
 	return md, nil

@@ -20,6 +20,7 @@ type everyKey struct {
 	Version  *string           `cloudtasks:"app-engine-version"`
 	Instance *string           `cloudtasks:"app-engine-instance"`
 	When     time.Time         `cloudtasks:"schedule-time" json:"when"`
+	Deadline time.Duration     `cloudtasks:"dispatch-deadline"`
 	Key      string            `cloudtasks:"task-id"`
 	Amount   float64
 	Secret   string `json:"-"`
@@ -58,7 +59,7 @@ func TestMetadataReadsEveryKey(t *testing.T) {
 		Target: "https://example.com/x", URI: "/tasks/x", Method: "put",
 		Headers: map[string]string{"X-Trace": "t1"},
 		Service: &service, Version: &version, Instance: &instance,
-		When: when, Key: "order-42",
+		When: when, Deadline: 90 * time.Second, Key: "order-42",
 	}
 	md, err := s.Metadata(elem)
 	require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestMetadataReadsEveryKey(t *testing.T) {
 		URL: "https://example.com/x", RelativeURI: "/tasks/x", Method: "put",
 		Headers: map[string]string{"X-Trace": "t1"},
 		Service: &service, Version: &version, Instance: &instance,
-		ScheduleTime: when, TaskID: "order-42", HasTaskID: true,
+		ScheduleTime: when, DispatchDeadline: 90 * time.Second, TaskID: "order-42", HasTaskID: true,
 	}, md)
 
 	// A pointer to the element is read the same way.
@@ -177,6 +178,12 @@ func TestNewSchemaRejections(t *testing.T) {
 		{"schedule-time pointer", reflect.TypeFor[struct {
 			T *time.Time `cloudtasks:"schedule-time"`
 		}](), "want time.Time"},
+		{"dispatch-deadline not time.Duration", reflect.TypeFor[struct {
+			D int64 `cloudtasks:"dispatch-deadline"`
+		}](), "has Go type int64, want time.Duration"},
+		{"dispatch-deadline pointer", reflect.TypeFor[struct {
+			D *time.Duration `cloudtasks:"dispatch-deadline"`
+		}](), "want time.Duration"},
 		{"duplicate key", reflect.TypeFor[struct {
 			A string `cloudtasks:"url"`
 			B string `cloudtasks:"url"`

@@ -125,6 +125,7 @@ var flagTable = func() []Flag {
 		sinkFlag("app-engine.service", "App Engine service", "Service that receives the tasks (option key app-engine.service).", ""),
 		sinkFlag("app-engine.version", "App Engine version", "Version that receives the tasks (option key app-engine.version).", ""),
 		sinkFlag("app-engine.instance", "App Engine instance", "Instance that receives the tasks (option key app-engine.instance).", ""),
+		sinkFlag("app-engine.dispatch-deadline", "App Engine dispatch deadline", "How long Cloud Tasks waits for the handler's answer, 15s to 24h15s; default the service's (option key app-engine.dispatch-deadline).", reDuration),
 
 		sinkFlag("service-account-key-file", "Service account key file", "Path of a service-account JSON key for the Cloud Tasks client; default application-default credentials (option key service-account-key-file).", ""),
 		sinkFlag("emulator-endpoint", "Emulator endpoint", "host:port of a Cloud Tasks emulator: plaintext, no credentials; never for production (option key emulator-endpoint).", reHostPort),
