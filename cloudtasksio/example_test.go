@@ -1,6 +1,7 @@
 package cloudtasksio_test
 
 import (
+	"errors"
 	"fmt"
 	"log"
 	"time"
@@ -32,7 +33,7 @@ type Invoice struct {
 // every function in a Config it is top-level and registered (see init).
 func invoiceID(i Invoice) (string, error) {
 	if i.ID == "" {
-		return "", fmt.Errorf("invoice without an id")
+		return "", errors.New("invoice without an id")
 	}
 	return "invoice-" + i.ID, nil
 }
