@@ -93,10 +93,11 @@ func newBenchServer(b *testing.B, latency time.Duration) *cloudtaskstest.Server 
 	return srv
 }
 
-// newBenchClient dials srv with a pool of the given number of connections.
-func newBenchClient(b *testing.B, srv *cloudtaskstest.Server, pool int) *cloudtasks.Client {
+// newBenchClient dials srv with a pool of the given number of connections and the extra
+// options.
+func newBenchClient(b *testing.B, srv *cloudtaskstest.Server, pool int, extra ...option.ClientOption) *cloudtasks.Client {
 	b.Helper()
-	opts := srv.ClientOptions()
+	opts := append(srv.ClientOptions(), extra...)
 	if pool > 1 {
 		opts = append(opts, option.WithGRPCConnectionPool(pool))
 	}
@@ -162,42 +163,55 @@ func measure(b *testing.B, srv *cloudtaskstest.Server, perOp int, model float64,
 
 // BenchmarkEngineCreates drives the writer engine directly, at the sink's default cap, through
 // a real client. Pool 8 needs a connection pool on an emulator endpoint, which the sink
-// refuses, hence the engine without the DoFn around it.
+// refuses, hence the engine without the DoFn around it. telemetry=off dials the client with
+// option.WithTelemetryDisabled, as ClientOptions.Telemetry TelemetryOff does, so the two
+// measure what the client library's OpenTelemetry instrumentation costs per create.
 func BenchmarkEngineCreates(b *testing.B) {
 	for _, c := range benchCases {
 		for _, pool := range benchPools {
-			b.Run(fmt.Sprintf("%s/pool=%d", c.name(), pool), func(b *testing.B) {
-				srv := newBenchServer(b, c.latency)
-				client := newBenchClient(b, srv, pool)
-				creator := engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
-					return client.CreateTask(ctx, req)
+			for _, telemetry := range []string{"on", "off"} {
+				b.Run(fmt.Sprintf("%s/pool=%d/telemetry=%s", c.name(), pool, telemetry), func(b *testing.B) {
+					benchEngine(b, c, pool, telemetry == "off")
 				})
-				// The engine options the sink derives from its default WriterOptions.
-				d := cloudtasksio.DefaultWriterOptions()
-				opts := engine.Options{
-					MaxInFlight: d.MaxInFlightTasks,
-					Transient:   engine.Budget{Initial: d.RecoveryInitialBackoff, Max: d.RecoveryMaxBackoff, MaxAttempts: d.RecoveryMaxAttempts},
-					NotFound:    engine.Budget{Initial: d.NotFoundRecoveryInitialBackoff, Max: d.NotFoundRecoveryMaxBackoff, MaxAttempts: d.NotFoundRecoveryMaxAttempts},
-				}
-				create := benchRequest(b)
-				n := c.direct[pool]
-				ctx := context.Background()
-				measure(b, srv, n, modelRate(benchCap, pool, c.latency), func(b *testing.B) {
-					e := engine.New(creator, opts, nil)
-					reqs := make([]engine.Request, n)
-					for i := range reqs {
-						reqs[i].Create = create
-						if err := e.Submit(ctx, &reqs[i]); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := e.Flush(ctx); err != nil {
-						b.Fatal(err)
-					}
-				})
-			})
+			}
 		}
 	}
+}
+
+// benchEngine is one case of BenchmarkEngineCreates.
+func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
+	srv := newBenchServer(b, c.latency)
+	var extra []option.ClientOption
+	if telemetryOff {
+		extra = append(extra, option.WithTelemetryDisabled())
+	}
+	client := newBenchClient(b, srv, pool, extra...)
+	creator := engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+		return client.CreateTask(ctx, req)
+	})
+	// The engine options the sink derives from its default WriterOptions.
+	d := cloudtasksio.DefaultWriterOptions()
+	opts := engine.Options{
+		MaxInFlight: d.MaxInFlightTasks,
+		Transient:   engine.Budget{Initial: d.RecoveryInitialBackoff, Max: d.RecoveryMaxBackoff, MaxAttempts: d.RecoveryMaxAttempts},
+		NotFound:    engine.Budget{Initial: d.NotFoundRecoveryInitialBackoff, Max: d.NotFoundRecoveryMaxBackoff, MaxAttempts: d.NotFoundRecoveryMaxAttempts},
+	}
+	create := benchRequest(b)
+	n := c.direct[pool]
+	ctx := context.Background()
+	measure(b, srv, n, modelRate(benchCap, pool, c.latency), func(b *testing.B) {
+		e := engine.New(creator, opts, nil)
+		reqs := make([]engine.Request, n)
+		for i := range reqs {
+			reqs[i].Create = create
+			if err := e.Submit(ctx, &reqs[i]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := e.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkRawClientCreates is the baseline for the engine: the same client and request, at

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"cloud.google.com/go/auth"
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"google.golang.org/api/option"
 
@@ -18,6 +19,8 @@ type clientSpec struct {
 	EmulatorEndpoint      string `json:",omitempty"`
 	ServiceAccountKeyFile string `json:",omitempty"`
 	ChannelPoolSize       int    `json:",omitempty"`
+	// Settings are Config.Client, checked: each distinct setting has a client of its own.
+	Settings gcpconn.ClientSettings
 }
 
 // clientCache keeps one client of type C per clientSpec for the life of the process. Its lock
@@ -83,18 +86,27 @@ func sharedClient(spec clientSpec) (*cloudtasks.Client, error) { return v2Client
 // and carries no credentials at all: a token must never travel unencrypted.
 func (spec clientSpec) options() ([]option.ClientOption, error) {
 	if spec.EmulatorEndpoint != "" {
-		return gcpconn.EmulatorOptions(spec.EmulatorEndpoint), nil
+		opts := gcpconn.EmulatorOptions(spec.EmulatorEndpoint)
+		if spec.Settings.DisableTelemetry {
+			opts = append(opts, option.WithTelemetryDisabled())
+		}
+		return opts, nil
 	}
 	var opts []option.ClientOption
 	if spec.ChannelPoolSize > 0 {
 		opts = append(opts, option.WithGRPCConnectionPool(spec.ChannelPoolSize))
 	}
+	var creds *auth.Credentials
 	if spec.ServiceAccountKeyFile != "" {
-		creds, err := loadKey(spec.ServiceAccountKeyFile, cloudtasks.DefaultAuthScopes())
+		var err error
+		creds, err = loadKey(spec.ServiceAccountKeyFile, cloudtasks.DefaultAuthScopes())
 		if err != nil {
 			return nil, fmt.Errorf("cloudtasksio: Config.ServiceAccountKeyFile: %w", err)
 		}
-		opts = append(opts, option.WithAuthCredentials(creds))
 	}
-	return opts, nil
+	more, err := spec.Settings.Options(cloudtasks.DefaultAuthScopes(), creds)
+	if err != nil {
+		return nil, fmt.Errorf("cloudtasksio: Config.Client.ImpersonateServiceAccount: %w", err)
+	}
+	return append(opts, more...), nil
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// ServiceAccountKeyFile is the path of a service-account JSON key, read on each worker when
 	// its client is created. Empty means application-default credentials.
 	ServiceAccountKeyFile string
+	// Client configures the Cloud Tasks client: endpoint, quota project, impersonation,
+	// universe domain and its OpenTelemetry instrumentation. The zero value is the client
+	// library's defaults.
+	Client ClientOptions
 }
 
 // HTTPTarget builds tasks that Cloud Tasks delivers to an HTTP(S) endpoint.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // This file maps the flat option keys of templates and flags (the SQL connector's WITH
@@ -42,6 +43,13 @@ const (
 
 	optServiceAccountKeyFile = "service-account-key-file"
 	optEmulatorEndpoint      = "emulator-endpoint"
+
+	optClientEndpoint     = "client.endpoint"
+	optClientQuotaProject = "client.quota-project"
+	optClientImpersonate  = "client.impersonate-service-account"
+	optClientDelegates    = "client.impersonate-delegates"
+	optClientUniverse     = "client.universe-domain"
+	optClientTelemetry    = "client.telemetry"
 
 	optDelivery = "sink.delivery-guarantee"
 
@@ -80,6 +88,8 @@ var fixedOptionKeys = []string{
 	optAppEngineRelativeURI, optAppEngineMethod, optAppEngineService, optAppEngineVersion,
 	optAppEngineInstance, optAppEngineDeadline,
 	optFormat, optServiceAccountKeyFile, optEmulatorEndpoint,
+	optClientEndpoint, optClientQuotaProject, optClientImpersonate, optClientDelegates,
+	optClientUniverse, optClientTelemetry,
 	optDelivery, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
 	optStagedVerify, optStagedExpiredPolicy,
 	optMaxInFlight, optChannelPoolSize, optRecoveryInitial, optRecoveryMax, optRecoveryAttempts,
@@ -336,6 +346,8 @@ func describeKey(k string) string {
 		return "accepted: " + methodList
 	case optStagedVerify, optPerDestinationStats:
 		return "accepted: true, false"
+	case optClientTelemetry:
+		return "accepted: on, off"
 	case optHTTPDispatchDeadline, optAppEngineDeadline, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
 		optRecoveryInitial, optRecoveryMax, optNotFoundInitial, optNotFoundMax:
 		return "accepted: a Go duration such as 500ms, 10s or 1h"
@@ -639,6 +651,52 @@ func (p *optionParser) client(cfg *Config) error {
 			return optErr(optEmulatorEndpoint, "cannot be combined with %q: the emulator's plaintext connection carries no credentials", optServiceAccountKeyFile)
 		}
 		cfg.EmulatorEndpoint = v
+	}
+	return p.clientOptions(cfg)
+}
+
+// clientOptionKeys names the client.* keys in errors, as clientFieldNames names the fields.
+var clientOptionKeys = gcpconn.SettingNames{
+	Endpoint: optClientEndpoint, QuotaProject: optClientQuotaProject, ImpersonateServiceAccount: optClientImpersonate,
+	ImpersonateDelegates: optClientDelegates, UniverseDomain: optClientUniverse, Emulator: optEmulatorEndpoint,
+}
+
+// clientOptions reads the client.* keys into cfg.Client and checks them as Write will.
+func (p *optionParser) clientOptions(cfg *Config) error {
+	c := &cfg.Client
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{
+		{optClientEndpoint, &c.Endpoint}, {optClientQuotaProject, &c.QuotaProject},
+		{optClientImpersonate, &c.ImpersonateServiceAccount}, {optClientUniverse, &c.UniverseDomain},
+	} {
+		if v, ok := p.get(f.key); ok {
+			*f.dst = v
+		}
+	}
+	if v, ok := p.get(optClientDelegates); ok {
+		// A comma-separated chain; blanks around an entry are not part of an address.
+		for d := range strings.SplitSeq(v, ",") {
+			c.ImpersonateDelegates = append(c.ImpersonateDelegates, strings.TrimSpace(d))
+		}
+	}
+	if v, ok := p.get(optClientTelemetry); ok {
+		switch strings.ToLower(v) {
+		case "on":
+			c.Telemetry = TelemetryOn
+		case "off":
+			c.Telemetry = TelemetryOff
+		default:
+			return optErr(optClientTelemetry, "%q is not on or off", v)
+		}
+	}
+	if _, err := c.settings(clientOptionKeys, cfg.EmulatorEndpoint); err != nil {
+		var se *gcpconn.SettingError
+		if errors.As(err, &se) {
+			return optErr(se.Name, "%s", se.Reason)
+		}
+		return err
 	}
 	return nil
 }

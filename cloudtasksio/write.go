@@ -137,6 +137,9 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 	if cfg.ServiceAccountKeyFile != "" && strings.TrimSpace(cfg.ServiceAccountKeyFile) == "" {
 		return nil, errors.New("cloudtasksio: Config.ServiceAccountKeyFile is blank")
 	}
+	if spec.Client.Settings, err = compileClient(cfg); err != nil {
+		return nil, err
+	}
 
 	// Building the task builder once here runs every target and format check on the driver.
 	if _, err := newTaskBuilder(spec, elem); err != nil {

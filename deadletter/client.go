@@ -21,7 +21,10 @@ import (
 
 // clientKey is one client setting: every DoFn instance of a worker process that publishes
 // with the same key shares one client and publisher.
-type clientKey struct{ topic, endpoint, keyFile string }
+type clientKey struct {
+	topic, endpoint, keyFile string
+	settings                 gcpconn.ClientSettings
+}
 
 // sharedPublisher is the per-process publisher of one clientKey. The topic has been checked
 // to exist once it is in the cache.
@@ -110,20 +113,28 @@ func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeou
 
 // clientOptions selects the transport and credentials of key: an emulator gets plaintext and
 // no credentials, a key file gets its service-account credentials, otherwise the client
-// library's application-default credentials apply.
+// library's application-default credentials apply; the client settings come on top (on an
+// emulator only the telemetry switch, the rest having been refused at construction).
 func clientOptions(key clientKey) ([]option.ClientOption, error) {
-	switch {
-	case key.endpoint != "":
-		return append(gcpconn.EmulatorOptions(key.endpoint), option.WithGRPCConnectionPool(1)), nil
-	case key.keyFile != "":
-		creds, err := loadServiceAccountKey(key.keyFile)
-		if err != nil {
+	if key.endpoint != "" {
+		opts := append(gcpconn.EmulatorOptions(key.endpoint), option.WithGRPCConnectionPool(1))
+		if key.settings.DisableTelemetry {
+			opts = append(opts, option.WithTelemetryDisabled())
+		}
+		return opts, nil
+	}
+	var creds *auth.Credentials
+	if key.keyFile != "" {
+		var err error
+		if creds, err = loadServiceAccountKey(key.keyFile); err != nil {
 			return nil, err
 		}
-		return []option.ClientOption{option.WithAuthCredentials(creds)}, nil
-	default:
-		return nil, nil
 	}
+	opts, err := key.settings.Options([]string{pubsub.ScopePubSub}, creds)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: Client.ImpersonateServiceAccount: %w", err)
+	}
+	return opts, nil
 }
 
 // loadServiceAccountKey reads the dead-letter publisher's service-account key; see

@@ -50,6 +50,10 @@ type PubSubConfig struct {
 	// credentials, external accounts) are rejected. Empty means application-default
 	// credentials.
 	ServiceAccountKeyFile string
+	// Client configures the Pub/Sub client: endpoint, quota project, impersonation, universe
+	// domain and its OpenTelemetry instrumentation. The zero value is the client library's
+	// defaults.
+	Client ClientOptions
 }
 
 // DefaultPubSubConfig returns the recommended configuration for publishing to topic
@@ -95,6 +99,9 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 	}
 	if cfg.ServiceAccountKeyFile != "" && strings.TrimSpace(cfg.ServiceAccountKeyFile) == "" {
 		return cfg, errors.New("deadletter: ServiceAccountKeyFile is blank; leave it empty for application-default credentials or give a path")
+	}
+	if _, err := cfg.Client.settings(cfg.EmulatorEndpoint); err != nil {
+		return cfg, err
 	}
 	return cfg, nil
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 var failedElementType = reflect.TypeFor[FailedElement]()
@@ -50,6 +52,7 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 	if err != nil {
 		return err
 	}
+	settings, _ := cfg.Client.settings(cfg.EmulatorEndpoint) // checked by validate
 	if !failed.IsValid() {
 		return fmt.Errorf("deadletter: ToPubSub: the input PCollection is not valid")
 	}
@@ -63,6 +66,7 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 		FlushTimeout:          cfg.FlushTimeout,
 		EmulatorEndpoint:      cfg.EmulatorEndpoint,
 		ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
+		Client:                settings,
 	}, failed)
 	if err != nil {
 		return fmt.Errorf("deadletter: ToPubSub: %w", err)
@@ -81,6 +85,7 @@ type publishFn struct {
 	FlushTimeout          time.Duration
 	EmulatorEndpoint      string
 	ServiceAccountKeyFile string
+	Client                gcpconn.ClientSettings
 
 	box    *outbox
 	bundle string
@@ -89,7 +94,7 @@ type publishFn struct {
 // StartBundle obtains the worker's shared publisher (creating it and checking the topic on
 // first use) and starts an empty outbox for the bundle.
 func (f *publishFn) StartBundle(ctx context.Context) error {
-	sp, err := getPublisher(ctx, clientKey{topic: f.Topic, endpoint: f.EmulatorEndpoint, keyFile: f.ServiceAccountKeyFile}, f.FlushTimeout)
+	sp, err := getPublisher(ctx, clientKey{topic: f.Topic, endpoint: f.EmulatorEndpoint, keyFile: f.ServiceAccountKeyFile, settings: f.Client}, f.FlushTimeout)
 	if err != nil {
 		return err
 	}

@@ -129,6 +129,12 @@ var flagTable = func() []Flag {
 
 		sinkFlag("service-account-key-file", "Service account key file", "Path of a service-account JSON key for the Cloud Tasks client; default application-default credentials (option key service-account-key-file).", ""),
 		sinkFlag("emulator-endpoint", "Emulator endpoint", "host:port of a Cloud Tasks emulator: plaintext, no credentials; never for production (option key emulator-endpoint).", reHostPort),
+		sinkFlag("client.endpoint", "Cloud Tasks endpoint", "TLS host:port of a regional or Private Service Connect Cloud Tasks endpoint; default the global one (option key client.endpoint).", reHostPort),
+		sinkFlag("client.quota-project", "Quota project", "Project billed and charged quota for the Cloud Tasks requests (option key client.quota-project).", ""),
+		sinkFlag("client.impersonate-service-account", "Impersonated service account", "Service account whose tokens the Cloud Tasks client uses, obtained with the worker's credentials (option key client.impersonate-service-account).", reEmail),
+		sinkFlag("client.impersonate-delegates", "Impersonation delegates", "Comma-separated delegation chain ending at the impersonated service account (option key client.impersonate-delegates).", ""),
+		sinkFlag("client.universe-domain", "Universe domain", "Google Cloud universe of the Cloud Tasks client, default googleapis.com (option key client.universe-domain).", ""),
+		sinkFlag("client.telemetry", "Client telemetry", "on (default) or off: whether the Cloud Tasks client's OpenTelemetry instrumentation runs (option key client.telemetry).", `^(?i)(on|off)$`),
 
 		sinkFlag("sink.delivery-guarantee", "Delivery guarantee", "at-least-once (default) or exactly-once (option key sink.delivery-guarantee).", `^(?i)(at-least-once|exactly-once)$`),
 		sinkFlag("sink.staged.name-retention", "Staged: name retention", "Exactly-once: the queue's task-name retention, default 1h (option key sink.staged.name-retention).", reDuration),

@@ -1,0 +1,92 @@
+package cloudtasksio
+
+import (
+	"testing"
+
+	"cloud.google.com/go/auth"
+	"cloud.google.com/go/auth/credentials/impersonate"
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/api/option"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
+)
+
+func TestClientSettingsBecomeClientOptions(t *testing.T) {
+	s, err := ClientOptions{Endpoint: "us-central1-cloudtasks.googleapis.com:443", QuotaProject: "billing-project",
+		UniverseDomain: "googleapis.com", Telemetry: TelemetryOff}.settings(clientFieldNames, "")
+	require.NoError(t, err)
+	opts, err := clientSpec{ChannelPoolSize: 4, Settings: s}.options()
+	require.NoError(t, err)
+	assert.Contains(t, opts, option.WithGRPCConnectionPool(4))
+	assert.Contains(t, opts, option.WithEndpoint("us-central1-cloudtasks.googleapis.com:443"))
+	assert.Contains(t, opts, option.WithQuotaProject("billing-project"))
+	assert.Contains(t, opts, option.WithUniverseDomain("googleapis.com"))
+	assert.Contains(t, opts, option.WithTelemetryDisabled())
+
+	s, err = ClientOptions{Telemetry: TelemetryOn}.settings(clientFieldNames, "")
+	require.NoError(t, err)
+	opts, err = clientSpec{Settings: s}.options()
+	require.NoError(t, err)
+	assert.NotContains(t, opts, option.WithTelemetryDisabled())
+}
+
+func TestTheTelemetrySwitchAppliesToTheEmulator(t *testing.T) {
+	s, err := ClientOptions{Telemetry: TelemetryOff}.settings(clientFieldNames, "127.0.0.1:8123")
+	require.NoError(t, err)
+	opts, err := clientSpec{EmulatorEndpoint: "127.0.0.1:8123", Settings: s}.options()
+	require.NoError(t, err)
+	assert.Contains(t, opts, option.WithTelemetryDisabled())
+	assert.Contains(t, opts, option.WithoutAuthentication())
+}
+
+func TestTelemetryDefaultIsTheDocumentedDefault(t *testing.T) {
+	s, err := ClientOptions{}.settings(clientFieldNames, "")
+	require.NoError(t, err)
+	assert.Equal(t, defaultTelemetryOff, s.DisableTelemetry)
+}
+
+func TestImpersonationWrapsTheKeyFilesCredentials(t *testing.T) {
+	savedKey, savedImp := loadKey, gcpconn.Impersonate
+	t.Cleanup(func() { loadKey, gcpconn.Impersonate = savedKey, savedImp })
+	base := auth.NewCredentials(&auth.CredentialsOptions{})
+	loadKey = func(string, []string) (*auth.Credentials, error) { return base, nil }
+	impersonated := auth.NewCredentials(&auth.CredentialsOptions{})
+	var asked *impersonate.CredentialsOptions
+	gcpconn.Impersonate = func(o *impersonate.CredentialsOptions) (*auth.Credentials, error) {
+		asked = o
+		return impersonated, nil
+	}
+	s, err := ClientOptions{ImpersonateServiceAccount: "writer@p.iam.gserviceaccount.com",
+		ImpersonateDelegates: []string{"a@p.iam.gserviceaccount.com", "b@p.iam.gserviceaccount.com"}}.settings(clientFieldNames, "")
+	require.NoError(t, err)
+	opts, err := clientSpec{ServiceAccountKeyFile: "/keys/base.json", Settings: s}.options()
+	require.NoError(t, err)
+
+	require.NotNil(t, asked, "impersonation was not asked for")
+	assert.Equal(t, "writer@p.iam.gserviceaccount.com", asked.TargetPrincipal)
+	assert.Equal(t, []string{"a@p.iam.gserviceaccount.com", "b@p.iam.gserviceaccount.com"}, asked.Delegates)
+	assert.Equal(t, cloudtasks.DefaultAuthScopes(), asked.Scopes)
+	assert.Same(t, base, asked.Credentials, "the key file's identity asks for the target's tokens")
+	// Interface equality compares the credentials by pointer: the impersonated ones reach the
+	// client, the base ones do not.
+	require.Len(t, opts, 1)
+	assert.True(t, opts[0] == option.WithAuthCredentials(impersonated), "the client gets the impersonated credentials")
+	assert.False(t, opts[0] == option.WithAuthCredentials(base), "the base credentials do not reach the client")
+}
+
+func TestEachClientSettingHasItsOwnClient(t *testing.T) {
+	on, err := ClientOptions{Telemetry: TelemetryOn}.settings(clientFieldNames, "127.0.0.1:1")
+	require.NoError(t, err)
+	off, err := ClientOptions{Telemetry: TelemetryOff}.settings(clientFieldNames, "127.0.0.1:1")
+	require.NoError(t, err)
+	a, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1", Settings: on})
+	require.NoError(t, err)
+	b, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1", Settings: off})
+	require.NoError(t, err)
+	c, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1", Settings: off})
+	require.NoError(t, err)
+	assert.NotSame(t, a, b)
+	assert.Same(t, b, c)
+}
