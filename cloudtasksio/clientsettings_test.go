@@ -41,10 +41,12 @@ func TestTheTelemetrySwitchAppliesToTheEmulator(t *testing.T) {
 	assert.Contains(t, opts, option.WithoutAuthentication())
 }
 
-func TestTelemetryDefaultIsTheDocumentedDefault(t *testing.T) {
-	s, err := ClientOptions{}.settings(clientFieldNames, "")
+func TestTheInstrumentationIsOffByDefault(t *testing.T) {
+	s, err := compileClient(Config{})
 	require.NoError(t, err)
-	assert.Equal(t, defaultTelemetryOff, s.DisableTelemetry)
+	opts, err := clientSpec{Settings: s}.options()
+	require.NoError(t, err)
+	assert.Contains(t, opts, option.WithTelemetryDisabled(), "docs/configuration.md: the default is off")
 }
 
 func TestImpersonationWrapsTheKeyFilesCredentials(t *testing.T) {
@@ -71,9 +73,16 @@ func TestImpersonationWrapsTheKeyFilesCredentials(t *testing.T) {
 	assert.Same(t, base, asked.Credentials, "the key file's identity asks for the target's tokens")
 	// Interface equality compares the credentials by pointer: the impersonated ones reach the
 	// client, the base ones do not.
-	require.Len(t, opts, 1)
-	assert.True(t, opts[0] == option.WithAuthCredentials(impersonated), "the client gets the impersonated credentials")
-	assert.False(t, opts[0] == option.WithAuthCredentials(base), "the base credentials do not reach the client")
+	has := func(c *auth.Credentials) bool {
+		for _, o := range opts {
+			if o == option.WithAuthCredentials(c) {
+				return true
+			}
+		}
+		return false
+	}
+	assert.True(t, has(impersonated), "the client gets the impersonated credentials")
+	assert.False(t, has(base), "the base credentials do not reach the client")
 }
 
 func TestEachClientSettingHasItsOwnClient(t *testing.T) {

@@ -134,7 +134,7 @@ var flagTable = func() []Flag {
 		sinkFlag("client.impersonate-service-account", "Impersonated service account", "Service account whose tokens the Cloud Tasks client uses, obtained with the worker's credentials (option key client.impersonate-service-account).", reEmail),
 		sinkFlag("client.impersonate-delegates", "Impersonation delegates", "Comma-separated delegation chain ending at the impersonated service account (option key client.impersonate-delegates).", ""),
 		sinkFlag("client.universe-domain", "Universe domain", "Google Cloud universe of the Cloud Tasks client, default googleapis.com (option key client.universe-domain).", ""),
-		sinkFlag("client.telemetry", "Client telemetry", "on (default) or off: whether the Cloud Tasks client's OpenTelemetry instrumentation runs (option key client.telemetry).", `^(?i)(on|off)$`),
+		sinkFlag("client.telemetry", "Client telemetry", "off (default) or on: whether the Cloud Tasks client's OpenTelemetry instrumentation runs (option key client.telemetry).", `^(?i)(on|off)$`),
 
 		sinkFlag("sink.delivery-guarantee", "Delivery guarantee", "at-least-once (default) or exactly-once (option key sink.delivery-guarantee).", `^(?i)(at-least-once|exactly-once)$`),
 		sinkFlag("sink.staged.name-retention", "Staged: name retention", "Exactly-once: the queue's task-name retention, default 1h (option key sink.staged.name-retention).", reDuration),
