@@ -114,46 +114,13 @@ func parseTopic(name string) (topicName, error) {
 		return topicName{}, fmt.Errorf("deadletter: Topic %q is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", name)
 	}
 	t := topicName{project: parts[1], topic: parts[3]}
-	if !validProject(t.project) {
+	if !gcpconn.ValidProject(t.project) {
 		return topicName{}, fmt.Errorf("deadletter: Topic %q: project %q is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", name, t.project)
 	}
 	if !validTopicID(t.topic) {
 		return topicName{}, fmt.Errorf("deadletter: Topic %q: topic id %q is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", name, t.topic)
 	}
 	return t, nil
-}
-
-// validProject accepts project ids ("my-project"), domain-scoped ids
-// ("example.com:my-project") and project numbers, up to 100 characters.
-func validProject(p string) bool {
-	if p == "" || len(p) > 100 {
-		return false
-	}
-	id := p
-	if i := strings.LastIndexByte(p, ':'); i >= 0 {
-		domain := p[:i]
-		id = p[i+1:]
-		if domain == "" {
-			return false
-		}
-		for _, r := range domain {
-			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
-				return false
-			}
-		}
-	}
-	if id == "" || id[len(id)-1] == '-' {
-		return false
-	}
-	for i, r := range id {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-		case r == '-' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validTopicID applies Pub/Sub's rules for a topic id.

@@ -8,6 +8,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 const goodTopic = "projects/my-project/topics/dead-letters"
@@ -128,7 +130,7 @@ func FuzzParseTopic(f *testing.F) {
 		if got := "projects/" + tn.project + "/topics/" + tn.topic; got != name {
 			t.Fatalf("parseTopic(%q) accepted it as %q", name, got)
 		}
-		if !validProject(tn.project) || !validTopicID(tn.topic) {
+		if !gcpconn.ValidProject(tn.project) || !validTopicID(tn.topic) {
 			t.Fatalf("parseTopic(%q) accepted an invalid part", name)
 		}
 	})

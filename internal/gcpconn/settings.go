@@ -89,7 +89,7 @@ func (s ClientSettings) Check(n SettingNames, emulator string, delegates []strin
 			return bad(n.Endpoint, "%v (a TLS endpoint such as \"us-central1-cloudtasks.googleapis.com:443\", without a scheme or path)", err)
 		}
 	}
-	if s.QuotaProject != "" && !projectID(s.QuotaProject) {
+	if s.QuotaProject != "" && !ValidProject(s.QuotaProject) {
 		return bad(n.QuotaProject, "%q is not a project id; want lowercase letters, digits and hyphens, starting with a letter, or a project number", s.QuotaProject)
 	}
 	if s.ImpersonateServiceAccount != "" && !email(s.ImpersonateServiceAccount) {
@@ -109,21 +109,29 @@ func (s ClientSettings) Check(n SettingNames, emulator string, delegates []strin
 	return nil
 }
 
-// projectID accepts a project id (optionally after a "domain:" prefix) or a project number.
-func projectID(p string) bool {
-	if len(p) > 100 {
+// ValidProject accepts project ids ("my-project"), domain-scoped ids
+// ("example.com:my-project") and project numbers, up to 100 characters.
+func ValidProject(p string) bool {
+	if p == "" || len(p) > 100 {
 		return false
 	}
+	id := p
 	if i := strings.LastIndexByte(p, ':'); i >= 0 {
-		if !domain(p[:i]) {
+		domain := p[:i]
+		id = p[i+1:]
+		if domain == "" {
 			return false
 		}
-		p = p[i+1:]
+		for _, r := range domain {
+			if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') {
+				return false
+			}
+		}
 	}
-	if p == "" || p[len(p)-1] == '-' {
+	if id == "" || id[len(id)-1] == '-' {
 		return false
 	}
-	for i, r := range p {
+	for i, r := range id {
 		switch {
 		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 		case r == '-' && i > 0:
