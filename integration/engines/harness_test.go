@@ -90,11 +90,15 @@ type engine struct {
 	RetriesBundles bool
 }
 
+// flinkJobServer is Beam's Flink job server at endpoint.
+func flinkJobServer(endpoint string) engine {
+	return engine{Name: "flink", Runner: "flink", Endpoint: endpoint, RetriesBundles: true}
+}
+
 // flinkEngine returns the Flink job server named by BEAM_FLINK_ENDPOINT, or skips tb.
 func flinkEngine(tb testing.TB) engine {
 	tb.Helper()
-	return engine{Name: "flink", Runner: "flink", RetriesBundles: true,
-		Endpoint: requireEnv(tb, flinkEndpointEnv, "the job endpoint (host:port) of a Beam Flink job server")}
+	return flinkJobServer(requireEnv(tb, flinkEndpointEnv, "the job endpoint (host:port) of a Beam Flink job server"))
 }
 
 // prismJobService is the prism job service at endpoint.
@@ -115,7 +119,7 @@ func jobServiceEngines(tb testing.TB) []engine {
 	tb.Helper()
 	var out []engine
 	if ep := os.Getenv(flinkEndpointEnv); ep != "" {
-		out = append(out, engine{Name: "flink", Runner: "flink", Endpoint: ep, RetriesBundles: true})
+		out = append(out, flinkJobServer(ep))
 	}
 	if ep := os.Getenv(prismEndpointEnv); ep != "" {
 		out = append(out, prismJobService(ep))

@@ -67,7 +67,7 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 func kafkaEngines() []engine {
 	engines := []engine{prismEngine()}
 	if ep := os.Getenv(flinkEndpointEnv); ep != "" {
-		engines = append(engines, engine{Name: "Flink", Runner: "flink", Endpoint: ep})
+		engines = append(engines, flinkJobServer(ep))
 	}
 	return engines
 }
