@@ -48,6 +48,16 @@ func encodeUserFunc(field string, fn any, elem, ret reflect.Type) (*beam.Encoded
 // (the register package does that). It asks the runtime with symbol-table lookup switched off,
 // the way Beam's own vet runner tells registered functions from the rest; an unregistered
 // function may not be found by name on a worker.
+//
+// Switching lookup off means swapping runtime.Resolver, a package variable of Beam's that
+// runtime.ResolveFunction reads under a lock of its own that this package cannot take.
+// resolverMu makes concurrent callers of registered safe against each other (without it, two
+// overlapping swaps can restore each other's stand-in and leave lookup off for good), but
+// nothing orders the swap against Beam itself. So registered is for pipeline construction
+// only, where Beam runs on the one goroutine building the pipeline; it must never run on a
+// worker path. A worker in the same process (prism or LOOPBACK in tests) is safe in practice
+// because registered functions are answered from the runtime's cache before the resolver is
+// read, but that is Beam's detail, not a promise.
 func registered(name string, t reflect.Type) bool {
 	resolverMu.Lock()
 	defer resolverMu.Unlock()
