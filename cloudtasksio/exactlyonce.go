@@ -6,20 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"reflect"
 	"strings"
-	"sync"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
-	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
-	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
@@ -144,20 +137,6 @@ func (f *stageFn) stage(elem any) (*stagedTask, error) {
 		Deadline: envelopeDeadline(origin, f.Spec.Staged.creationWindow()),
 		Task:     data,
 	}, nil
-}
-
-// latestEnvelopeTime is the latest instant Unix nanoseconds can hold (in the year 2262).
-var latestEnvelopeTime = time.Unix(0, math.MaxInt64)
-
-// envelopeDeadline is origin + window in Unix nanoseconds. A window reaching past what an int64
-// can hold (a NameRetention of centuries) saturates instead of wrapping into the past, which
-// would expire every envelope.
-func envelopeDeadline(origin time.Time, window time.Duration) int64 {
-	deadline := origin.Add(window)
-	if deadline.After(latestEnvelopeTime) {
-		return math.MaxInt64
-	}
-	return deadline.UnixNano()
 }
 
 // randomTaskID returns 128 random bits as 32 lowercase hex characters.
@@ -329,189 +308,4 @@ func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request) (engine
 	return engine.ExpiredFail, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
 		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see docs/exactly-once.md)",
 		r.Create.GetParent(), time.Unix(0, r.Deadline.UnixNano()).UTC().Format(time.RFC3339), r.Attempts())
-}
-
-// retentionReader reads how long a queue remembers the names of deleted or executed tasks.
-// ok is false when the queue does not report it (the service default of 1h applies).
-type retentionReader interface {
-	tombstoneTTL(ctx context.Context, queue string) (ttl time.Duration, ok bool, err error)
-}
-
-// betaQueueReader reads tombstone_ttl through the v2beta3 API: the v2 Queue lacks the field.
-type betaQueueReader struct{ spec clientSpec }
-
-func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.Duration, bool, error) {
-	// One GetQueue per queue and process needs no connection pool.
-	spec := r.spec
-	spec.ChannelPoolSize = 0
-	client, err := betaClients.get(spec)
-	if err != nil {
-		return 0, false, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	q, err := client.GetQueue(ctx, &betapb.GetQueueRequest{Name: queue})
-	if err != nil {
-		return 0, false, err
-	}
-	if q.GetTombstoneTtl() == nil {
-		return 0, false, nil
-	}
-	return q.GetTombstoneTtl().AsDuration(), true, nil
-}
-
-var (
-	// verified holds the queues whose retention this process has checked, per client
-	// setting and required retention.
-	verified sync.Map // retentionKey -> struct{}
-)
-
-type retentionKey struct {
-	client    clientSpec
-	queue     string
-	retention time.Duration
-}
-
-var betaClients = clientCache[*cloudtasksbeta.Client]{dial: cloudtasksbeta.NewClient, what: "Cloud Tasks v2beta3"}
-
-// defaultTombstoneTTL is the name retention of a queue that does not report one.
-const defaultTombstoneTTL = time.Hour
-
-// verifyRetention checks once per process, client setting and queue that the queue remembers
-// task names at least as long as the staged options assume. A server that does not implement
-// the v2beta3 API (an emulator) skips the check with one log line.
-func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, queue string, want time.Duration) error {
-	key := retentionKey{client: spec, queue: queue, retention: want}
-	if _, ok := verified.Load(key); ok {
-		return nil
-	}
-	ttl, ok, err := r.tombstoneTTL(ctx, queue)
-	switch {
-	case status.Code(err) == codes.Unimplemented:
-		log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
-	case err != nil:
-		code := engine.OutermostCode(err)
-		return fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
-			"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
-			queue, code, retentionFailureMeaning(code))
-	case !ok && defaultTombstoneTTL < want:
-		return fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
-			queue, defaultTombstoneTTL, want)
-	case ok && ttl < want:
-		return fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
-			queue, ttl, want)
-	}
-	verified.Store(key, struct{}{})
-	return nil
-}
-
-// retentionFailureMeaning says what a failed GetQueue of the retention preflight means and
-// what to do about it, by the outermost status.
-func retentionFailureMeaning(code string) string {
-	switch code {
-	case "PERMISSION_DENIED":
-		return "the sink's identity may not read the queue; grant cloudtasks.queues.get (for example with roles/cloudtasks.viewer) on the queue or its project"
-	case "NOT_FOUND":
-		return "the queue does not exist (check Config.Queue: project, location and name), or it is reactivating after a long idle time; the bundle is retried"
-	case "UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED":
-		return "the service could not be reached or was overloaded; this is transient and the bundle is retried"
-	case "UNAUTHENTICATED":
-		return "the sink's credentials were refused; check Config.ServiceAccountKeyFile or the worker's application-default credentials"
-	case "INVALID_ARGUMENT":
-		return "the service says this is not a valid queue name"
-	}
-	return "the service refused the read"
-}
-
-// compileDelivery checks the delivery guarantee and the staged options.
-func compileDelivery(cfg Config, spec *sinkSpec) error {
-	switch cfg.Delivery {
-	case AtLeastOnce:
-		if cfg.Staged != nil {
-			return errors.New("cloudtasksio: Config.Staged is set but Config.Delivery is not ExactlyOnce")
-		}
-		return nil
-	case ExactlyOnce:
-	default:
-		return fmt.Errorf("cloudtasksio: Config.Delivery %v is not AtLeastOnce or ExactlyOnce", cfg.Delivery)
-	}
-	if cfg.QueueFn != nil {
-		return errors.New("cloudtasksio: Config.Delivery ExactlyOnce requires a fixed Config.Queue, not Config.QueueFn")
-	}
-	if cfg.OnFailure != FailBundle {
-		return errors.New("cloudtasksio: Config.Delivery ExactlyOnce requires Config.OnFailure FailBundle")
-	}
-	staged := DefaultStagedOptions()
-	if cfg.Staged != nil {
-		staged = *cfg.Staged
-	}
-	if err := staged.validate(); err != nil {
-		return err
-	}
-	spec.Staged = staged
-	return nil
-}
-
-// Upper bounds of the staged durations. They are far above any sensible value, keep every sum
-// and difference of the three far from overflowing, and turn a typo into an error.
-const (
-	// maxNameRetention is the longest a task lives in a queue: no queue keeps a name longer.
-	maxNameRetention = 31 * 24 * time.Hour
-	// maxClockSkew is a day: clocks further apart than that are broken, not skewed.
-	maxClockSkew = 24 * time.Hour
-	// maxRequestTimeout bounds one create call.
-	maxRequestTimeout = 30 * time.Minute
-)
-
-// stagedError reports a StagedOptions field whose value is out of range. field is empty for
-// a window that the three durations together leave too short.
-type stagedError struct{ field, msg string }
-
-func (e *stagedError) Error() string {
-	if e.field == "" {
-		return "cloudtasksio: StagedOptions: " + e.msg
-	}
-	return "cloudtasksio: StagedOptions." + e.field + " " + e.msg
-}
-
-// validate checks the staged options: each duration within its bounds (retention and timeout
-// positive, skew not negative), a known policy, and a creation window H - E - S of at least
-// one millisecond.
-func (o StagedOptions) validate() error {
-	for _, d := range []struct {
-		field     string
-		v, max    time.Duration
-		allowZero bool
-	}{
-		{"NameRetention", o.NameRetention, maxNameRetention, false},
-		{"ClockSkewAllowance", o.ClockSkewAllowance, maxClockSkew, true},
-		{"RequestTimeout", o.RequestTimeout, maxRequestTimeout, false},
-	} {
-		switch {
-		case d.v < 0 && d.allowZero:
-			return &stagedError{d.field, fmt.Sprintf("%v must not be negative", d.v)}
-		case d.v <= 0 && !d.allowZero:
-			return &stagedError{d.field, fmt.Sprintf("%v must be positive", d.v)}
-		case d.v > d.max:
-			return &stagedError{d.field, fmt.Sprintf("%v must be at most %v", d.v, d.max)}
-		}
-	}
-	if o.ExpiredEnvelopePolicy < ExpiredFail || o.ExpiredEnvelopePolicy > ExpiredDrop {
-		return &stagedError{"ExpiredEnvelopePolicy", fmt.Sprintf("%v is not a known policy", o.ExpiredEnvelopePolicy)}
-	}
-	if o.creationWindow() < time.Millisecond {
-		return &stagedError{"", fmt.Sprintf("NameRetention %v - ClockSkewAllowance %v - RequestTimeout %v leaves less than 1ms to create a task",
-			o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout)}
-	}
-	return nil
-}
-
-// creationWindow is H - E - S rounded down to whole milliseconds, or -1 when it is negative.
-// It never overflows, whatever the values: each subtraction is checked before it is made.
-func (o StagedOptions) creationWindow() time.Duration {
-	h, e, s := o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout
-	if h < 0 || e < 0 || s < 0 || e > h || s > h-e {
-		return -1
-	}
-	return (h - e - s).Truncate(time.Millisecond)
 }

@@ -142,50 +142,6 @@ func TestStagedDeadlineIsOriginPlusTheCreationWindow(t *testing.T) {
 	})
 }
 
-func TestAStagedDeadlineBeyondTheYear2262SaturatesInsteadOfExpiring(t *testing.T) {
-	// A creation window that ends past what Unix nanoseconds can hold saturates instead of
-	// wrapping into the past, which would expire every envelope.
-	nearTheEnd := time.Unix(0, math.MaxInt64-int64(time.Hour))
-	assert.Equal(t, int64(math.MaxInt64), envelopeDeadline(nearTheEnd, 2*time.Hour))
-	assert.Equal(t, nearTheEnd.Add(30*time.Minute).UnixNano(), envelopeDeadline(nearTheEnd, 30*time.Minute))
-}
-
-func TestHugeStagedDurationsAreRejectedNotWrapped(t *testing.T) {
-	for _, c := range []struct {
-		o     StagedOptions
-		field string
-	}{
-		// H - E - S computed naively wraps to a positive window far longer than H.
-		{StagedOptions{NameRetention: time.Hour, ClockSkewAllowance: math.MaxInt64, RequestTimeout: math.MaxInt64}, "ClockSkewAllowance"},
-		{StagedOptions{NameRetention: time.Hour, ClockSkewAllowance: math.MaxInt64 / 2, RequestTimeout: math.MaxInt64/2 + 2}, "ClockSkewAllowance"},
-		{StagedOptions{NameRetention: time.Hour, RequestTimeout: math.MaxInt64}, "RequestTimeout"},
-		{StagedOptions{NameRetention: 290 * 365 * 24 * time.Hour, RequestTimeout: time.Second}, "NameRetention"},
-		{StagedOptions{NameRetention: 32 * 24 * time.Hour, RequestTimeout: time.Second}, "NameRetention"},
-		{StagedOptions{NameRetention: 30 * 24 * time.Hour, ClockSkewAllowance: 25 * time.Hour, RequestTimeout: time.Second}, "ClockSkewAllowance"},
-		{StagedOptions{NameRetention: 30 * 24 * time.Hour, RequestTimeout: 31 * time.Minute}, "RequestTimeout"},
-	} {
-		err := c.o.validate()
-		require.Error(t, err, "%+v", c.o)
-		assert.Contains(t, err.Error(), "StagedOptions."+c.field, "%+v", c.o)
-		assert.LessOrEqual(t, c.o.creationWindow(), c.o.NameRetention, "the window never exceeds the retention: %+v", c.o)
-	}
-	assert.NoError(t, StagedOptions{NameRetention: 31 * 24 * time.Hour, ClockSkewAllowance: 24 * time.Hour, RequestTimeout: 30 * time.Minute}.validate(), "the bounds themselves are accepted")
-
-	// The same bounds through the option keys, each error naming the key at fault.
-	for key, value := range map[string]string{
-		"sink.staged.clock-skew-allowance": "2562047h",
-		"sink.staged.request-timeout":      "2562047h",
-		"sink.staged.name-retention":       "2562047h",
-	} {
-		_, err := ConfigFromOptions(map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/",
-			"sink.delivery-guarantee": "exactly-once", key: value})
-		var oe *OptionError
-		require.ErrorAs(t, err, &oe, key)
-		assert.Equal(t, key, oe.Key)
-		assert.Contains(t, oe.Reason, "at most")
-	}
-}
-
 func TestStagedOptionsAreValidatedAgainOnTheWorker(t *testing.T) {
 	spec := eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())
 	// What arrives on a worker is decoded JSON, not what TryWrite checked.
@@ -197,26 +153,6 @@ func TestStagedOptionsAreValidatedAgainOnTheWorker(t *testing.T) {
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), "StagedOptions.ClockSkewAllowance", name)
 	}
-}
-
-func TestStagedOptionsValidation(t *testing.T) {
-	for _, c := range []struct {
-		o    StagedOptions
-		want string
-	}{
-		{StagedOptions{NameRetention: 0, RequestTimeout: time.Second}, "NameRetention"},
-		{StagedOptions{NameRetention: time.Hour, RequestTimeout: -time.Second}, "RequestTimeout"},
-		{StagedOptions{NameRetention: time.Hour, RequestTimeout: time.Second, ClockSkewAllowance: -1}, "ClockSkewAllowance"},
-		{StagedOptions{NameRetention: 10 * time.Minute, RequestTimeout: 10 * time.Minute}, "less than 1ms"},
-		{StagedOptions{NameRetention: 2 * time.Second, ClockSkewAllowance: time.Second, RequestTimeout: time.Second - time.Microsecond}, "less than 1ms"},
-		{StagedOptions{NameRetention: time.Hour, RequestTimeout: time.Second, ExpiredEnvelopePolicy: 9}, "ExpiredEnvelopePolicy"},
-	} {
-		err := c.o.validate()
-		require.Error(t, err, "%+v", c.o)
-		assert.Contains(t, err.Error(), c.want)
-	}
-	assert.NoError(t, DefaultStagedOptions().validate())
-	assert.NoError(t, StagedOptions{NameRetention: time.Minute, RequestTimeout: time.Second}.validate(), "zero clock skew is allowed")
 }
 
 func TestStageNamesEveryTask(t *testing.T) {
@@ -377,50 +313,6 @@ func TestStagedAgeAndRemainingBudgetAreMeasuredWhenTheCreateStepTakesAnEnvelope(
 		assert.Equal(t, [4]int64{2, 2 * age, age, age}, got[MetricStagedTaskAgeMillis])
 		assert.Equal(t, [4]int64{2, 2 * remaining, remaining, remaining}, got[MetricStagedTaskRemainingMillis])
 	})
-}
-
-// fakeRetention answers the retention preflight.
-type fakeRetention struct {
-	ttl   time.Duration
-	ok    bool
-	err   error
-	calls int
-}
-
-func (r *fakeRetention) tombstoneTTL(context.Context, string) (time.Duration, bool, error) {
-	r.calls++
-	return r.ttl, r.ok, r.err
-}
-
-func TestRetentionPreflight(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		r    fakeRetention
-		want time.Duration
-		err  string
-	}{
-		{"shorter", fakeRetention{ttl: 30 * time.Minute, ok: true}, time.Hour, "keeps task names for 30m0s (tombstone_ttl), shorter than StagedOptions.NameRetention 1h0m0s"},
-		{"equal", fakeRetention{ttl: time.Hour, ok: true}, time.Hour, ""},
-		{"absent means 1h", fakeRetention{}, time.Hour, ""},
-		{"absent is shorter than 2h", fakeRetention{}, 2 * time.Hour, "default 1h0m0s, shorter than StagedOptions.NameRetention 2h0m0s"},
-		{"unimplemented skips", fakeRetention{err: status.Error(codes.Unimplemented, "no v2beta3")}, time.Hour, ""},
-		{"permission denied", fakeRetention{err: status.Error(codes.PermissionDenied, "secret detail")}, time.Hour, "failed with PERMISSION_DENIED"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			queue := "projects/p/locations/l/queues/" + strings.ReplaceAll(c.name, " ", "-")
-			err := verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want)
-			if c.err == "" {
-				require.NoError(t, err)
-				require.NoError(t, verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want))
-				assert.Equal(t, 1, c.r.calls, "checked once per process and queue")
-				return
-			}
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), c.err)
-			assert.NotContains(t, err.Error(), "secret detail", "only the status code is reported")
-			assert.Contains(t, err.Error(), queue)
-		})
-	}
 }
 
 // newStagedServer starts a storing-only server with queue q, remembering names for 2h.
@@ -612,32 +504,6 @@ func repeatErr(err error, n int) []error {
 		out[i] = err
 	}
 	return out
-}
-
-func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
-	for code, c := range map[codes.Code]struct{ want, notWant string }{
-		codes.PermissionDenied:  {"grant cloudtasks.queues.get", ""},
-		codes.NotFound:          {"does not exist", "cloudtasks.queues.get"},
-		codes.Unavailable:       {"could not be reached", "cloudtasks.queues.get"},
-		codes.DeadlineExceeded:  {"could not be reached", "cloudtasks.queues.get"},
-		codes.Unauthenticated:   {"credentials", "cloudtasks.queues.get"},
-		codes.InvalidArgument:   {"not a valid queue", "cloudtasks.queues.get"},
-		codes.Internal:          {"INTERNAL", "cloudtasks.queues.get"},
-		codes.ResourceExhausted: {"could not be reached", "cloudtasks.queues.get"},
-	} {
-		t.Run(code.String(), func(t *testing.T) {
-			queue := "projects/p/locations/l/queues/preflight-" + strings.ToLower(code.String())
-			err := verifyRetention(context.Background(), &fakeRetention{err: status.Error(code, "secret detail")}, clientSpec{}, queue, time.Hour)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), engine.CodeName(code))
-			assert.Contains(t, err.Error(), c.want)
-			if c.notWant != "" {
-				assert.NotContains(t, err.Error(), c.notWant, "only PERMISSION_DENIED calls for the permission")
-			}
-			assert.Contains(t, err.Error(), "VerifyQueueRetention", "the way out is always named")
-			assert.NotContains(t, err.Error(), "secret detail")
-		})
-	}
 }
 
 func init() { register.Function1x2(serializeOrSkip) }

@@ -1,0 +1,85 @@
+package cloudtasksio
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+)
+
+// fakeRetention answers the retention preflight.
+type fakeRetention struct {
+	ttl   time.Duration
+	ok    bool
+	err   error
+	calls int
+}
+
+func (r *fakeRetention) tombstoneTTL(context.Context, string) (time.Duration, bool, error) {
+	r.calls++
+	return r.ttl, r.ok, r.err
+}
+
+func TestRetentionPreflight(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    fakeRetention
+		want time.Duration
+		err  string
+	}{
+		{"shorter", fakeRetention{ttl: 30 * time.Minute, ok: true}, time.Hour, "keeps task names for 30m0s (tombstone_ttl), shorter than StagedOptions.NameRetention 1h0m0s"},
+		{"equal", fakeRetention{ttl: time.Hour, ok: true}, time.Hour, ""},
+		{"absent means 1h", fakeRetention{}, time.Hour, ""},
+		{"absent is shorter than 2h", fakeRetention{}, 2 * time.Hour, "default 1h0m0s, shorter than StagedOptions.NameRetention 2h0m0s"},
+		{"unimplemented skips", fakeRetention{err: status.Error(codes.Unimplemented, "no v2beta3")}, time.Hour, ""},
+		{"permission denied", fakeRetention{err: status.Error(codes.PermissionDenied, "secret detail")}, time.Hour, "failed with PERMISSION_DENIED"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			queue := "projects/p/locations/l/queues/" + strings.ReplaceAll(c.name, " ", "-")
+			err := verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want)
+			if c.err == "" {
+				require.NoError(t, err)
+				require.NoError(t, verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want))
+				assert.Equal(t, 1, c.r.calls, "checked once per process and queue")
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.err)
+			assert.NotContains(t, err.Error(), "secret detail", "only the status code is reported")
+			assert.Contains(t, err.Error(), queue)
+		})
+	}
+}
+
+func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
+	for code, c := range map[codes.Code]struct{ want, notWant string }{
+		codes.PermissionDenied:  {"grant cloudtasks.queues.get", ""},
+		codes.NotFound:          {"does not exist", "cloudtasks.queues.get"},
+		codes.Unavailable:       {"could not be reached", "cloudtasks.queues.get"},
+		codes.DeadlineExceeded:  {"could not be reached", "cloudtasks.queues.get"},
+		codes.Unauthenticated:   {"credentials", "cloudtasks.queues.get"},
+		codes.InvalidArgument:   {"not a valid queue", "cloudtasks.queues.get"},
+		codes.Internal:          {"INTERNAL", "cloudtasks.queues.get"},
+		codes.ResourceExhausted: {"could not be reached", "cloudtasks.queues.get"},
+	} {
+		t.Run(code.String(), func(t *testing.T) {
+			queue := "projects/p/locations/l/queues/preflight-" + strings.ToLower(code.String())
+			err := verifyRetention(context.Background(), &fakeRetention{err: status.Error(code, "secret detail")}, clientSpec{}, queue, time.Hour)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), engine.CodeName(code))
+			assert.Contains(t, err.Error(), c.want)
+			if c.notWant != "" {
+				assert.NotContains(t, err.Error(), c.notWant, "only PERMISSION_DENIED calls for the permission")
+			}
+			assert.Contains(t, err.Error(), "VerifyQueueRetention", "the way out is always named")
+			assert.NotContains(t, err.Error(), "secret detail")
+		})
+	}
+}
