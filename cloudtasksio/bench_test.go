@@ -200,8 +200,8 @@ func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
 	n := c.direct[pool]
 	ctx := context.Background()
 	measure(b, srv, n, modelRate(benchCap, pool, c.latency), func(b *testing.B) {
-		e := engine.New(creator, opts, nil)
-		reqs := make([]engine.Request, n)
+		e := engine.New[struct{}](creator, opts, nil)
+		reqs := make([]engine.Request[struct{}], n)
 		for i := range reqs {
 			reqs[i].Create = create
 			if err := e.Submit(ctx, &reqs[i]); err != nil {

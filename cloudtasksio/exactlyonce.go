@@ -155,7 +155,7 @@ type stagedCreateFn struct {
 	expired map[ExpiredEnvelopePolicy]beam.Counter
 	age     beam.Distribution // stagedTaskAgeMillis: origin to create, per envelope
 	budget  beam.Distribution // stagedTaskRemainingMillis: time left before the deadline
-	engine  *engine.Engine
+	engine  *engine.Engine[*stagedCreate]
 
 	// creator and retention are the Cloud Tasks client's create call and queue reader; set
 	// from the shared clients in StartBundle unless a test has set them.
@@ -206,7 +206,7 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 	opts := engineOptions(f.Spec.Writer)
 	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
 	abandon(f.engine)
-	f.engine = engine.New(f.creator, opts, f)
+	f.engine = engine.New[*stagedCreate](f.creator, opts, f)
 	return nil
 }
 
@@ -236,7 +236,7 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
 	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
 	f.budget.Update(ctx, deadline.Sub(now).Milliseconds())
-	return submit(ctx, f.engine, f.metrics, &engine.Request{
+	return submit(ctx, f.engine, f.metrics, &engine.Request[*stagedCreate]{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,
 		Tag:      &stagedCreate{bytes: len(env.Task)},
@@ -263,8 +263,8 @@ func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime
 	return flush(ctx, f.engine, f.metrics)
 }
 
-func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
-	c := r.Tag.(*stagedCreate)
+func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedCreate], deduplicated bool) {
+	c := r.Tag
 	if c.assumedCreated {
 		return // counted by expiredEnvelopesAssumedCreated: nothing was sent
 	}
@@ -272,25 +272,25 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request, dedupli
 }
 
 // Rejected fails the bundle: in exactly-once mode every failure does.
-func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request, err error) error {
+func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request[*stagedCreate], err error) error {
 	f.metrics.failed(ctx, r.Create.GetParent())
 	return fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 }
 
 // Failed counts the envelope whose failure failed the bundle: a status that is not retried, an
 // exhausted budget, or an expiry under ExpiredFail. In this mode every failure is a send error.
-func (f *stagedCreateFn) Failed(ctx context.Context, r *engine.Request, _ error) {
+func (f *stagedCreateFn) Failed(ctx context.Context, r *engine.Request[*stagedCreate], _ error) {
 	f.metrics.failed(ctx, r.Create.GetParent())
 }
 
-func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
+func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request[*stagedCreate], code string) {
 	f.metrics.attemptFailed(ctx, code)
 }
 
 // Expired applies the expired-envelope policy. Each envelope is counted once, however many
 // times its retries find the deadline passed.
-func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request) (engine.ExpiredAction, error) {
-	c := r.Tag.(*stagedCreate)
+func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request[*stagedCreate]) (engine.ExpiredAction, error) {
+	c := r.Tag
 	policy := f.Spec.Staged.ExpiredEnvelopePolicy
 	if !c.sentAnyway {
 		f.expired[policy].Inc(ctx, 1)

@@ -39,7 +39,7 @@ type writeFn struct {
 	builders elementBuilders
 	queueFn  reflectx.Func1x2
 	metrics  *sinkMetrics
-	engine   *engine.Engine
+	engine   *engine.Engine[*pendingTask]
 	emit     func(beam.EventTime, deadletter.FailedElement)
 	dropped  int // elements LogAndDrop dropped in this bundle
 }
@@ -75,7 +75,7 @@ func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, dea
 	// A fresh engine per bundle: nothing of a failed bundle can leak into the next one.
 	abandon(f.engine)
 	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
-	f.engine = engine.New(clientCreator(client), engineOptions(f.Spec.Writer), f)
+	f.engine = engine.New[*pendingTask](clientCreator(client), engineOptions(f.Spec.Writer), f)
 	f.emit = emit
 	return nil
 }
@@ -100,7 +100,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 		f.metrics.recordsSkipped.Inc(ctx, 1)
 		return nil
 	}
-	return submit(ctx, f.engine, f.metrics, &engine.Request{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
+	return submit(ctx, f.engine, f.metrics, &engine.Request[*pendingTask]{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
 }
 
 func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
@@ -197,29 +197,24 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 // The engine's observer. The engine calls these only from inside Submit and Flush, on the
 // bundle's goroutine, so emitting and updating metrics here is safe.
 
-func (f *writeFn) Created(ctx context.Context, r *engine.Request, deduplicated bool) {
-	p := r.Tag.(*pendingTask)
-	f.metrics.created(ctx, p.queue, p.bytes, deduplicated)
+func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], deduplicated bool) {
+	f.metrics.created(ctx, r.Tag.queue, r.Tag.bytes, deduplicated)
 }
 
 // Rejected applies the failure policy; under FailBundle its error stops the engine, so nothing
 // more of the bundle is sent.
-func (f *writeFn) Rejected(ctx context.Context, r *engine.Request, err error) error {
-	p := r.Tag.(*pendingTask)
+//
+// A terminal failure is not counted in at-least-once mode (writeFn is no
+// engine.FailureObserver): numRecordsSendErrors counts the elements that reached the failure
+// policy, and a terminal failure fails the bundle whatever the policy. At-least-once requests
+// carry no deadline, so writeFn is no engine.Expirer either.
+func (f *writeFn) Rejected(ctx context.Context, r *engine.Request[*pendingTask], err error) error {
+	p := r.Tag
 	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, task: r.Create.GetTask(), err: err})
 }
 
-// Failed is not counted in at-least-once mode: numRecordsSendErrors counts the elements that
-// reached the failure policy, and a terminal failure fails the bundle whatever the policy.
-func (f *writeFn) Failed(context.Context, *engine.Request, error) {}
-
-func (f *writeFn) AttemptFailed(ctx context.Context, _ *engine.Request, code string) {
+func (f *writeFn) AttemptFailed(ctx context.Context, _ *engine.Request[*pendingTask], code string) {
 	f.metrics.attemptFailed(ctx, code)
-}
-
-func (f *writeFn) Expired(context.Context, *engine.Request) (engine.ExpiredAction, error) {
-	// At-least-once requests carry no deadline, so this is never called.
-	return engine.ExpiredFail, errors.New("cloudtasksio: unexpected creation deadline on an at-least-once task")
 }
 
 // clientCreator adapts the Cloud Tasks client to the engine.
@@ -236,14 +231,14 @@ func clientCreator(c interface {
 var errBundleAbandoned = errors.New("cloudtasksio: the bundle was abandoned before it finished")
 
 // abandon cancels whatever a previous bundle's engine still has in flight.
-func abandon(e *engine.Engine) {
+func abandon[T any](e *engine.Engine[T]) {
 	if e != nil {
 		e.Fail(errBundleAbandoned)
 	}
 }
 
 // submit hands r to the bundle's engine and returns the bundle's failure, if any.
-func submit(ctx context.Context, e *engine.Engine, m *sinkMetrics, r *engine.Request) error {
+func submit[T any](ctx context.Context, e *engine.Engine[T], m *sinkMetrics, r *engine.Request[T]) error {
 	err := e.Submit(ctx, r)
 	m.gauges(ctx, e)
 	if err != nil {
@@ -253,7 +248,7 @@ func submit(ctx context.Context, e *engine.Engine, m *sinkMetrics, r *engine.Req
 }
 
 // flush waits for the bundle's creates and returns the bundle's failure, if any.
-func flush(ctx context.Context, e *engine.Engine, m *sinkMetrics) error {
+func flush[T any](ctx context.Context, e *engine.Engine[T], m *sinkMetrics) error {
 	err := e.Flush(ctx)
 	m.gauges(ctx, e)
 	if err != nil {
@@ -266,7 +261,7 @@ func flush(ctx context.Context, e *engine.Engine, m *sinkMetrics) error {
 // failure. The engine cancels the creates in flight, and failBundle waits for them to return,
 // so a failed bundle leaves nothing in flight: the runner replays its elements, and the next
 // bundle starts with the whole MaxInFlightTasks.
-func failBundle(ctx context.Context, e *engine.Engine, m *sinkMetrics, err error) error {
+func failBundle[T any](ctx context.Context, e *engine.Engine[T], m *sinkMetrics, err error) error {
 	e.Fail(err)
 	_ = e.Flush(ctx) // returns the first failure once the cancelled creates are back
 	m.gauges(ctx, e)

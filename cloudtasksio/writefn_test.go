@@ -90,7 +90,7 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 				for _, url := range []string{"https://example.com/invalid", "https://example.com/denied"} {
 					req := &cloudtaskspb.CreateTaskRequest{Parent: "projects/p/locations/l/queues/q", Task: &cloudtaskspb.Task{
 						MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: url}}}}
-					require.NoError(t, f.engine.Submit(ctx, &engine.Request{Create: req, Tag: &pendingTask{queue: req.Parent}}))
+					require.NoError(t, f.engine.Submit(ctx, &engine.Request[*pendingTask]{Create: req, Tag: &pendingTask{queue: req.Parent}}))
 				}
 				err = f.FinishBundle(ctx, nil)
 				require.Error(t, err)

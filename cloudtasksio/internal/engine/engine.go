@@ -127,21 +127,21 @@ type Options struct {
 	AttemptTimeout time.Duration
 }
 
-// Request is one task to create. The engine owns it from Submit until an
-// Observer callback reports its outcome (Created, Rejected, an Expired
-// decision other than ExpiredSend) or the engine fails; do not submit the
-// same Request twice or change it meanwhile.
-type Request struct {
+// Request is one task to create, carrying a caller's tag of type T. The engine
+// owns it from Submit until an Observer callback reports its outcome (Created,
+// Rejected, an Expired decision other than ExpiredSend) or the engine fails; do
+// not submit the same Request twice or change it meanwhile.
+type Request[T any] struct {
 	// Create is sent unchanged on every attempt, so a named task keeps its
 	// name across retries. Required.
 	Create *cloudtaskspb.CreateTaskRequest
 	// Deadline, when non-zero, must lie ahead at every send and re-send
-	// (time.Now().Before(Deadline)); otherwise Observer.Expired decides what
-	// happens to the request.
+	// (time.Now().Before(Deadline)); otherwise Expirer.Expired decides what
+	// happens to the request, and without an Expirer the expiry is terminal.
 	Deadline time.Time
 	// Tag is the caller's data, untouched by the engine and available in
 	// every callback.
-	Tag any
+	Tag T
 
 	attempts          int // sends started
 	transientFailures int // failures counted on Options.Transient
@@ -149,18 +149,20 @@ type Request struct {
 }
 
 // Attempts returns how many times the request has been sent so far.
-func (r *Request) Attempts() int { return r.attempts }
+func (r *Request[T]) Attempts() int { return r.attempts }
 
 // Observer receives the outcome of every request and every failed attempt.
 // Each call happens on the goroutine that called Submit or Flush, inside that
 // call, with that call's context, so the implementation may emit outputs and
-// update metrics without locking.
-type Observer interface {
+// update metrics without locking. An Observer that also implements Expirer
+// decides what happens to expired requests, and one that also implements
+// FailureObserver hears which request failed the engine.
+type Observer[T any] interface {
 	// Created reports that Cloud Tasks accepted the request. deduplicated is
 	// true when the answer was ALREADY_EXISTS for a named task (an earlier
 	// attempt or run created it). Also called, with deduplicated false, when
-	// Expired answered ExpiredAssumeCreated.
-	Created(ctx context.Context, r *Request, deduplicated bool)
+	// Expirer.Expired answered ExpiredAssumeCreated.
+	Created(ctx context.Context, r *Request[T], deduplicated bool)
 	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT: the task
 	// itself is at fault and the caller's failure policy decides what to do
 	// with it. err wraps the RPC error (use errors.Is / status.Code on it);
@@ -168,33 +170,43 @@ type Observer interface {
 	// nil (the element was dead-lettered or dropped) leaves the engine
 	// running; a non-nil error becomes its terminal error, so nothing more is
 	// sent (see Failure in the package documentation).
-	Rejected(ctx context.Context, r *Request, err error) error
-	// Failed reports the request whose failure became the engine's terminal
-	// error: a status that is not retried, an exhausted retry budget, or an
-	// expiry that Expired decided to fail. err is that terminal error. It is
-	// called at most once per engine, and not for a rejection (Rejected
-	// decided that one) nor for an error passed to Fail.
-	Failed(ctx context.Context, r *Request, err error)
+	Rejected(ctx context.Context, r *Request[T], err error) error
 	// AttemptFailed reports every failed attempt, retried or not, with the
 	// outermost status of the error as its canonical name ("UNAVAILABLE",
 	// see OutermostCode). ALREADY_EXISTS for a named task is a success and is
 	// not reported here, and neither is an attempt that ended because the
 	// engine had failed and cancelled it.
-	AttemptFailed(ctx context.Context, r *Request, code string)
-	// Expired is asked when a request's Deadline has passed before a send or
-	// re-send, and decides what happens to it (see ExpiredAction). A non-nil
-	// error becomes the engine's terminal error whatever the action.
-	Expired(ctx context.Context, r *Request) (ExpiredAction, error)
+	AttemptFailed(ctx context.Context, r *Request[T], code string)
 }
 
-// ExpiredAction is Observer.Expired's decision for a request whose deadline
+// Expirer is the optional part of an Observer that decides what happens to a
+// request whose Deadline has passed before a send or re-send (see
+// ExpiredAction). A non-nil error becomes the engine's terminal error whatever
+// the action. Without an Expirer every expiry is terminal, as ExpiredFail.
+// It is called like the Observer's methods, inside Submit or Flush.
+type Expirer[T any] interface {
+	Expired(ctx context.Context, r *Request[T]) (ExpiredAction, error)
+}
+
+// FailureObserver is the optional part of an Observer that hears which
+// request's failure became the engine's terminal error: a status that is not
+// retried, an exhausted retry budget, or an expiry decided to fail. err is that
+// terminal error. Failed is called at most once per engine, and not for a
+// rejection (Rejected decided that one) nor for an error passed to Fail. It is
+// called like the Observer's methods, inside Submit or Flush.
+type FailureObserver[T any] interface {
+	Failed(ctx context.Context, r *Request[T], err error)
+}
+
+// ExpiredAction is Expirer.Expired's decision for a request whose deadline
 // passed before it could be sent.
 type ExpiredAction int
 
 const (
 	// ExpiredFail makes the expiry terminal: the error Expired returned, or
 	// one the engine builds when it returned nil, becomes the engine's
-	// terminal error. This is the zero value.
+	// terminal error. This is the zero value, and what happens without an
+	// Expirer.
 	ExpiredFail ExpiredAction = iota
 	// ExpiredAssumeCreated treats the request as created without sending it:
 	// the engine reports Observer.Created (deduplicated false) and forgets it.
@@ -224,19 +236,21 @@ func (a ExpiredAction) String() string {
 // Engine owns the in-flight CreateTask calls of one writer. Create it with
 // New; it is not safe for concurrent use (see the package documentation). An
 // Engine that has captured a terminal error stays failed: start a new one for
-// the next batch.
-type Engine struct {
+// the next batch. T is the type of the requests' tags.
+type Engine[T any] struct {
 	creator Creator
 	opts    Options
-	obs     Observer
+	obs     Observer[T]
+	expirer Expirer[T]         // nil: every expiry is terminal
+	failure FailureObserver[T] // nil: nobody is told which request failed
 
 	// done receives one completion per started attempt. Its capacity is
 	// MaxInFlight and at most MaxInFlight attempts are outstanding, so an
 	// attempt goroutine never blocks on it, even after the Engine is
 	// abandoned.
-	done     chan completion
+	done     chan completion[T]
 	inFlight int
-	parked   parkQueue
+	parked   parkQueue[T]
 	seq      uint64
 	timer    *time.Timer
 	err      error
@@ -248,17 +262,18 @@ type Engine struct {
 }
 
 // completion is the result of one attempt, posted by its goroutine.
-type completion struct {
-	r   *Request
+type completion[T any] struct {
+	r   *Request[T]
 	err error
 	at  time.Time // when the RPC returned: backoff is measured from here
 }
 
 // New returns an Engine sending through c and reporting to obs (nil: outcomes
-// are ignored and expired requests fail). It panics when c is nil or an
+// are ignored and expired requests fail). obs may also implement Expirer and
+// FailureObserver; New checks once. It panics when c is nil or an
 // option is out of range, naming the option: the caller validates user
 // configuration before it gets here.
-func New(c Creator, o Options, obs Observer) *Engine {
+func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	if c == nil {
 		panic("engine: New needs a non-nil Creator")
 	}
@@ -278,10 +293,15 @@ func New(c Creator, o Options, obs Observer) *Engine {
 		o.Jitter = rand.Float64
 	}
 	if obs == nil {
-		obs = nopObserver{}
+		obs = nopObserver[T]{}
 	}
+	expirer, _ := obs.(Expirer[T])
+	failure, _ := obs.(FailureObserver[T])
 	attempts, cancel := context.WithCancel(context.Background())
-	return &Engine{creator: c, opts: o, obs: obs, done: make(chan completion, o.MaxInFlight), attempts: attempts, cancel: cancel}
+	return &Engine[T]{
+		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure,
+		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
+	}
 }
 
 // Submit hands r to the engine. It first handles the creates that completed
@@ -291,7 +311,7 @@ func New(c Creator, o Options, obs Observer) *Engine {
 // earliest parked request to come due (it never spins). Then it sends r
 // asynchronously and returns. It returns ctx.Err() if ctx ends while waiting
 // (r is then not sent), and an error if r or r.Create is nil.
-func (e *Engine) Submit(ctx context.Context, r *Request) error {
+func (e *Engine[T]) Submit(ctx context.Context, r *Request[T]) error {
 	if r == nil || r.Create == nil {
 		return errors.New("engine: Submit needs a Request with a non-nil Create")
 	}
@@ -315,7 +335,7 @@ func (e *Engine) Submit(ctx context.Context, r *Request) error {
 // is sent; Flush still waits for the calls in flight, which the failure has
 // cancelled. It returns ctx.Err() if ctx ends first; the engine keeps its
 // state and a later Flush continues.
-func (e *Engine) Flush(ctx context.Context) error {
+func (e *Engine[T]) Flush(ctx context.Context) error {
 	for {
 		e.pump(ctx)
 		if e.inFlight == 0 && (len(e.parked) == 0 || e.err != nil) {
@@ -329,16 +349,16 @@ func (e *Engine) Flush(ctx context.Context) error {
 
 // Stats returns how many requests are in flight and how many are parked
 // waiting for a retry, for gauges.
-func (e *Engine) Stats() (inFlight, parked int) { return e.inFlight, len(e.parked) }
+func (e *Engine[T]) Stats() (inFlight, parked int) { return e.inFlight, len(e.parked) }
 
 // Err returns the first terminal error captured so far, or nil.
-func (e *Engine) Err() error { return e.err }
+func (e *Engine[T]) Err() error { return e.err }
 
 // Fail makes err the engine's terminal error unless one was captured earlier
 // (err must not be nil): nothing more is sent, parked requests are abandoned
 // and the calls in flight are cancelled. The caller uses it when its batch
 // fails for a reason of its own; Flush then waits for the cancelled calls.
-func (e *Engine) Fail(err error) {
+func (e *Engine[T]) Fail(err error) {
 	if err == nil {
 		panic("engine: Fail needs a non-nil error")
 	}
@@ -347,7 +367,7 @@ func (e *Engine) Fail(err error) {
 
 // pump handles every completion already posted, then re-sends the parked
 // requests that are due.
-func (e *Engine) pump(ctx context.Context) {
+func (e *Engine[T]) pump(ctx context.Context) {
 	for {
 		select {
 		case c := <-e.done:
@@ -359,14 +379,14 @@ func (e *Engine) pump(ctx context.Context) {
 	}
 	now := time.Now()
 	for e.err == nil && len(e.parked) > 0 && !e.parked[0].due.After(now) {
-		p := heap.Pop(&e.parked).(parkedRequest)
+		p := heap.Pop(&e.parked).(parkedRequest[T])
 		e.dispatch(ctx, p.r)
 	}
 }
 
 // wait blocks until one completion arrives (and handles it), the earliest
 // parked request comes due, or ctx ends.
-func (e *Engine) wait(ctx context.Context) error {
+func (e *Engine[T]) wait(ctx context.Context) error {
 	var due <-chan time.Time
 	if len(e.parked) > 0 {
 		d := time.Until(e.parked[0].due)
@@ -391,11 +411,11 @@ func (e *Engine) wait(ctx context.Context) error {
 	return nil
 }
 
-// dispatch sends r now, unless its deadline has passed and Observer.Expired
-// decides otherwise.
-func (e *Engine) dispatch(ctx context.Context, r *Request) {
+// dispatch sends r now, unless its deadline has passed and the expiry decides
+// otherwise.
+func (e *Engine[T]) dispatch(ctx context.Context, r *Request[T]) {
 	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
-		action, err := e.obs.Expired(ctx, r)
+		action, err := e.expired(ctx, r)
 		if err != nil {
 			e.failRequest(ctx, r, err)
 			return
@@ -414,15 +434,24 @@ func (e *Engine) dispatch(ctx context.Context, r *Request) {
 				r.Create.GetParent(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
 			return
 		default:
-			e.fail(fmt.Errorf("engine: Observer.Expired returned unknown ExpiredAction %d", int(action)))
+			e.fail(fmt.Errorf("engine: Expirer.Expired returned unknown ExpiredAction %d", int(action)))
 			return
 		}
 	}
 	e.start(r)
 }
 
+// expired asks the Expirer what to do with r, whose deadline has passed;
+// without one the expiry is terminal.
+func (e *Engine[T]) expired(ctx context.Context, r *Request[T]) (ExpiredAction, error) {
+	if e.expirer == nil {
+		return ExpiredFail, nil
+	}
+	return e.expirer.Expired(ctx, r)
+}
+
 // start runs one attempt on a goroutine of its own.
-func (e *Engine) start(r *Request) {
+func (e *Engine[T]) start(r *Request[T]) {
 	e.inFlight++
 	r.attempts++
 	creator, timeout, done, ctx := e.creator, e.opts.AttemptTimeout, e.done, e.attempts
@@ -433,12 +462,12 @@ func (e *Engine) start(r *Request) {
 			defer cancel()
 		}
 		_, err := creator.CreateTask(ctx, r.Create)
-		done <- completion{r: r, err: err, at: time.Now()}
+		done <- completion[T]{r: r, err: err, at: time.Now()}
 	}()
 }
 
 // handle applies the outcome of one attempt.
-func (e *Engine) handle(ctx context.Context, c completion) {
+func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	e.inFlight--
 	r := c.r
 	if c.err == nil {
@@ -488,7 +517,7 @@ func (e *Engine) handle(ctx context.Context, c completion) {
 			return
 		}
 		due := c.at.Add(budget.backoff(*failures, e.opts.Jitter()))
-		heap.Push(&e.parked, parkedRequest{due: due, seq: e.seq, r: r})
+		heap.Push(&e.parked, parkedRequest[T]{due: due, seq: e.seq, r: r})
 		e.seq++
 	default:
 		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
@@ -498,18 +527,20 @@ func (e *Engine) handle(ctx context.Context, c completion) {
 }
 
 // failRequest makes r's failure the engine's terminal error, telling the
-// Observer, unless the engine has already failed.
-func (e *Engine) failRequest(ctx context.Context, r *Request, err error) {
+// FailureObserver, unless the engine has already failed.
+func (e *Engine[T]) failRequest(ctx context.Context, r *Request[T], err error) {
 	if e.err != nil {
 		return
 	}
 	e.fail(err)
-	e.obs.Failed(ctx, r, err)
+	if e.failure != nil {
+		e.failure.Failed(ctx, r, err)
+	}
 }
 
 // fail keeps err if it is the first terminal error, abandons the parked
 // requests and cancels the attempts in flight.
-func (e *Engine) fail(err error) {
+func (e *Engine[T]) fail(err error) {
 	if e.err != nil {
 		return
 	}
@@ -558,39 +589,35 @@ func bounded(s string) string {
 }
 
 // parkedRequest is a request waiting for its retry.
-type parkedRequest struct {
+type parkedRequest[T any] struct {
 	due time.Time
 	seq uint64 // ties keep submission order
-	r   *Request
+	r   *Request[T]
 }
 
 // parkQueue is a min-heap of parked requests by due time.
-type parkQueue []parkedRequest
+type parkQueue[T any] []parkedRequest[T]
 
-func (q parkQueue) Len() int { return len(q) }
-func (q parkQueue) Less(i, j int) bool {
+func (q parkQueue[T]) Len() int { return len(q) }
+func (q parkQueue[T]) Less(i, j int) bool {
 	if q[i].due.Equal(q[j].due) {
 		return q[i].seq < q[j].seq
 	}
 	return q[i].due.Before(q[j].due)
 }
-func (q parkQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *parkQueue) Push(x any)   { *q = append(*q, x.(parkedRequest)) }
-func (q *parkQueue) Pop() any {
+func (q parkQueue[T]) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *parkQueue[T]) Push(x any)   { *q = append(*q, x.(parkedRequest[T])) }
+func (q *parkQueue[T]) Pop() any {
 	old := *q
 	p := old[len(old)-1]
-	old[len(old)-1] = parkedRequest{}
+	old[len(old)-1] = parkedRequest[T]{}
 	*q = old[:len(old)-1]
 	return p
 }
 
-// nopObserver ignores outcomes and fails expired requests.
-type nopObserver struct{}
+// nopObserver ignores outcomes. It is no Expirer, so expired requests fail.
+type nopObserver[T any] struct{}
 
-func (nopObserver) Created(context.Context, *Request, bool)         {}
-func (nopObserver) Rejected(context.Context, *Request, error) error { return nil }
-func (nopObserver) Failed(context.Context, *Request, error)         {}
-func (nopObserver) AttemptFailed(context.Context, *Request, string) {}
-func (nopObserver) Expired(context.Context, *Request) (ExpiredAction, error) {
-	return ExpiredFail, nil
-}
+func (nopObserver[T]) Created(context.Context, *Request[T], bool)         {}
+func (nopObserver[T]) Rejected(context.Context, *Request[T], error) error { return nil }
+func (nopObserver[T]) AttemptFailed(context.Context, *Request[T], string) {}

@@ -26,8 +26,8 @@ const testQueue = "projects/p/locations/l/queues/q"
 
 // newRequest builds a request whose id is carried in the task URL, with a body
 // and a header that must never appear in an error message.
-func newRequest(id string) *Request {
-	return &Request{
+func newRequest(id string) *Request[string] {
+	return &Request[string]{
 		Create: &cloudtaskspb.CreateTaskRequest{
 			Parent: testQueue,
 			Task: &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
@@ -40,7 +40,7 @@ func newRequest(id string) *Request {
 	}
 }
 
-func namedRequest(id string) *Request {
+func namedRequest(id string) *Request[string] {
 	r := newRequest(id)
 	r.Create.Task.Name = testQueue + "/tasks/" + id
 	return r
@@ -149,7 +149,7 @@ func (f *fakeCreator) total() int {
 // a Submit or Flush call, with that call's context.
 type harness struct {
 	t     *testing.T
-	e     *Engine
+	e     *Engine[string]
 	f     *fakeCreator
 	start time.Time
 	gid   uint64
@@ -168,9 +168,9 @@ type harness struct {
 	failed    []string // "id:CODE"
 	expired   []string
 	expiredAt map[string]time.Duration
-	expire    func(r *Request) (ExpiredAction, error)
-	reject    func(r *Request, err error) error // nil: a rejection leaves the engine running
-	terminal  []string                          // ids reported by Failed
+	expire    func(r *Request[string]) (ExpiredAction, error)
+	reject    func(r *Request[string], err error) error // nil: a rejection leaves the engine running
+	terminal  []string                                  // ids reported by Failed
 }
 
 type callKey struct{}
@@ -180,7 +180,7 @@ func newHarness(t *testing.T, f *fakeCreator, o Options) *harness {
 		t: t, f: f, start: time.Now(), gid: goid(), cap: o.MaxInFlight,
 		createdAt: map[string]time.Duration{}, rejected: map[string]error{}, expiredAt: map[string]time.Duration{},
 	}
-	h.e = New(f, o, h)
+	h.e = New[string](f, o, h)
 	return h
 }
 
@@ -208,7 +208,7 @@ func (h *harness) enter() context.Context {
 	return context.WithValue(context.Background(), callKey{}, h.calls)
 }
 
-func (h *harness) submit(r *Request) error {
+func (h *harness) submit(r *Request[string]) error {
 	ctx := h.enter()
 	defer h.current.Store(0)
 	err := h.e.Submit(ctx, r)
@@ -250,9 +250,9 @@ func (h *harness) check(ctx context.Context, what string) {
 	h.checkCap()
 }
 
-func (h *harness) Created(ctx context.Context, r *Request, deduplicated bool) {
+func (h *harness) Created(ctx context.Context, r *Request[string], deduplicated bool) {
 	h.check(ctx, "Created")
-	id := r.Tag.(string)
+	id := r.Tag
 	h.created = append(h.created, id)
 	h.createdAt[id] = time.Since(h.start)
 	if deduplicated {
@@ -260,31 +260,31 @@ func (h *harness) Created(ctx context.Context, r *Request, deduplicated bool) {
 	}
 }
 
-func (h *harness) Rejected(ctx context.Context, r *Request, err error) error {
+func (h *harness) Rejected(ctx context.Context, r *Request[string], err error) error {
 	h.check(ctx, "Rejected")
-	h.rejected[r.Tag.(string)] = err
+	h.rejected[r.Tag] = err
 	if h.reject == nil {
 		return nil
 	}
 	return h.reject(r, err)
 }
 
-func (h *harness) Failed(ctx context.Context, r *Request, err error) {
+func (h *harness) Failed(ctx context.Context, r *Request[string], err error) {
 	h.check(ctx, "Failed")
 	if !errors.Is(h.e.Err(), err) {
 		h.t.Errorf("Failed(%v) is not the engine's terminal error %v", err, h.e.Err())
 	}
-	h.terminal = append(h.terminal, r.Tag.(string))
+	h.terminal = append(h.terminal, r.Tag)
 }
 
-func (h *harness) AttemptFailed(ctx context.Context, r *Request, code string) {
+func (h *harness) AttemptFailed(ctx context.Context, r *Request[string], code string) {
 	h.check(ctx, "AttemptFailed")
-	h.failed = append(h.failed, r.Tag.(string)+":"+code)
+	h.failed = append(h.failed, r.Tag+":"+code)
 }
 
-func (h *harness) Expired(ctx context.Context, r *Request) (ExpiredAction, error) {
+func (h *harness) Expired(ctx context.Context, r *Request[string]) (ExpiredAction, error) {
 	h.check(ctx, "Expired")
-	id := r.Tag.(string)
+	id := r.Tag
 	h.expired = append(h.expired, id)
 	h.expiredAt[id] = time.Since(h.start)
 	if h.expire == nil {
@@ -639,7 +639,7 @@ func TestARejectionTheObserverFailsStopsTheHeldRequest(t *testing.T) {
 		o := baseOptions()
 		o.MaxInFlight = 1
 		h := newHarness(t, f, o)
-		h.reject = func(*Request, error) error { return policy }
+		h.reject = func(*Request[string], error) error { return policy }
 		require.NoError(t, h.submitID("bad"))
 		// At the cap, Submit waits for "bad", whose rejection fails the engine: the request it
 		// holds is not sent.
@@ -661,7 +661,7 @@ func TestARejectionTheObserverFailsAbandonsParkedRetries(t *testing.T) {
 			return time.Millisecond, errUnavailable // parks, due 100ms after each failure
 		})
 		h := newHarness(t, f, baseOptions())
-		h.reject = func(*Request, error) error { return policy }
+		h.reject = func(*Request[string], error) error { return policy }
 		require.NoError(t, h.submitID("retry"))
 		require.NoError(t, h.submitID("bad"))
 		assert.Same(t, policy, h.flush())
@@ -773,7 +773,7 @@ func TestErrorWithoutStatusIsTerminal(t *testing.T) {
 	})
 }
 
-func expiring(id string, deadline time.Time) *Request {
+func expiring(id string, deadline time.Time) *Request[string] {
 	r := newRequest(id)
 	r.Deadline = deadline
 	return r
@@ -795,7 +795,7 @@ func TestExpiredRequestBeforeTheFirstSend(t *testing.T) {
 		t.Run(fmt.Sprint(tc.action), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t, scripted(nil), baseOptions())
-				h.expire = func(*Request) (ExpiredAction, error) { return tc.action, nil }
+				h.expire = func(*Request[string]) (ExpiredAction, error) { return tc.action, nil }
 				err := h.submit(expiring("a", h.start)) // now is not before the deadline
 				if tc.wantErr {
 					require.Error(t, err)
@@ -820,7 +820,7 @@ func TestExpiredErrorFromTheObserverIsTerminal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		own := errors.New("envelope expired: policy says fail")
 		h := newHarness(t, scripted(nil), baseOptions())
-		h.expire = func(*Request) (ExpiredAction, error) { return ExpiredSend, own }
+		h.expire = func(*Request[string]) (ExpiredAction, error) { return ExpiredSend, own }
 		err := h.submit(expiring("a", h.start.Add(-time.Second)))
 		assert.ErrorIs(t, err, own)
 		assert.Zero(t, h.f.count("a"))
@@ -853,7 +853,7 @@ func TestDeadlinePassingWhileParkedIsCheckedBeforeTheReSend(t *testing.T) {
 		t.Run(fmt.Sprint(tc.action), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newHarness(t, scripted(map[string][]error{"a": {errUnavailable}}), baseOptions())
-				h.expire = func(*Request) (ExpiredAction, error) { return tc.action, nil }
+				h.expire = func(*Request[string]) (ExpiredAction, error) { return tc.action, nil }
 				// Sent at 0 before the 50ms deadline; due again at 100ms, after it.
 				require.NoError(t, h.submit(expiring("a", h.start.Add(50*time.Millisecond))))
 				require.NoError(t, h.flush())
@@ -978,11 +978,11 @@ func TestAbandonedEngineLeavesNoBlockedGoroutine(t *testing.T) {
 		f := newFake(func(id string, n int) (time.Duration, error) { return 10 * time.Millisecond, errUnavailable })
 		o := baseOptions()
 		o.MaxInFlight = 5
-		e := New(f, o, nil)
+		e := New[string](f, o, nil)
 		for i := range 5 {
 			require.NoError(t, e.Submit(context.Background(), newRequest(fmt.Sprint(i))))
 		}
-		second := New(f, o, nil)
+		second := New[string](f, o, nil)
 		require.NoError(t, second.Flush(context.Background()), "a new engine sees nothing of the old one")
 		// Let every attempt finish; each must be able to post its result
 		// and exit although nobody reads it.
@@ -995,9 +995,9 @@ func TestAbandonedEngineLeavesNoBlockedGoroutine(t *testing.T) {
 }
 
 func TestSubmitRejectsARequestWithoutCreate(t *testing.T) {
-	e := New(scripted(nil), baseOptions(), nil)
+	e := New[string](scripted(nil), baseOptions(), nil)
 	assert.Error(t, e.Submit(context.Background(), nil))
-	assert.Error(t, e.Submit(context.Background(), &Request{}))
+	assert.Error(t, e.Submit(context.Background(), &Request[string]{}))
 	assert.NoError(t, e.Err())
 }
 
@@ -1019,7 +1019,7 @@ func TestNewPanicsNamingTheBadOption(t *testing.T) {
 				require.NotNil(t, r)
 				assert.Contains(t, fmt.Sprint(r), field)
 			}()
-			New(scripted(nil), o, nil)
+			New[string](scripted(nil), o, nil)
 		})
 	}
 }
@@ -1027,11 +1027,44 @@ func TestNewPanicsNamingTheBadOption(t *testing.T) {
 func TestNilObserverFailsExpiredRequests(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := scripted(nil)
-		e := New(f, baseOptions(), nil)
+		e := New[string](f, baseOptions(), nil)
 		r := expiring("a", time.Now())
 		err := e.Submit(context.Background(), r)
 		require.Error(t, err)
 		assert.Zero(t, f.count("a"))
+	})
+}
+
+// outcomesOnly is an Observer and nothing more: no Expirer, no FailureObserver.
+type outcomesOnly struct{ created, attemptsFailed []string }
+
+func (o *outcomesOnly) Created(_ context.Context, r *Request[string], _ bool) {
+	o.created = append(o.created, r.Tag)
+}
+func (o *outcomesOnly) Rejected(context.Context, *Request[string], error) error { return nil }
+func (o *outcomesOnly) AttemptFailed(_ context.Context, r *Request[string], code string) {
+	o.attemptsFailed = append(o.attemptsFailed, r.Tag+":"+code)
+}
+
+func TestAnObserverWithoutTheOptionalPartsFailsExpiriesAndStillHearsOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := scripted(map[string][]error{"c": {status.Error(codes.PermissionDenied, "no")}})
+		obs := &outcomesOnly{}
+		e := New[string](f, baseOptions(), obs)
+		require.NoError(t, e.Submit(context.Background(), newRequest("a")))
+		require.NoError(t, e.Flush(context.Background()))
+		assert.Equal(t, []string{"a"}, obs.created)
+
+		err := e.Submit(context.Background(), expiring("b", time.Now()))
+		require.Error(t, err, "without an Expirer an expiry is terminal")
+		assert.Contains(t, err.Error(), "deadline")
+		assert.Zero(t, f.count("b"), "an expired request is not sent")
+
+		second := New[string](f, baseOptions(), obs)
+		require.NoError(t, second.Submit(context.Background(), newRequest("c")))
+		err = second.Flush(context.Background())
+		require.Error(t, err, "a terminal failure without a FailureObserver still fails the engine")
+		assert.Equal(t, []string{"c:PERMISSION_DENIED"}, obs.attemptsFailed)
 	})
 }
 
@@ -1048,8 +1081,8 @@ func BenchmarkEngine(b *testing.B) {
 			})
 			o := baseOptions()
 			o.MaxInFlight = cap
-			e := New(creator, o, nil)
-			reqs := make([]Request, b.N)
+			e := New[string](creator, o, nil)
+			reqs := make([]Request[string], b.N)
 			create := newRequest("bench").Create
 			ctx := context.Background()
 			b.ReportAllocs()
