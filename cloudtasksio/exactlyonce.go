@@ -151,11 +151,10 @@ func randomTaskID() string {
 type stagedCreateFn struct {
 	Spec *sinkSpec
 
-	metrics *sinkMetrics
+	createBase[*stagedCreate]
 	expired map[ExpiredEnvelopePolicy]beam.Counter
 	age     beam.Distribution // stagedTaskAgeMillis: origin to create, per envelope
 	budget  beam.Distribution // stagedTaskRemainingMillis: time left before the deadline
-	engine  *engine.Engine[*stagedCreate]
 
 	// creator and retention are the Cloud Tasks client's create call and queue reader; set
 	// from the shared clients in StartBundle unless a test has set them.
@@ -175,12 +174,9 @@ func (f *stagedCreateFn) Setup() error {
 	if err := f.Spec.Staged.validate(); err != nil {
 		return err
 	}
-	writer, err := f.Spec.Writer.resolve()
-	if err != nil {
+	if err := f.setup(f.Spec); err != nil {
 		return err
 	}
-	f.Spec.Writer = writer
-	f.metrics = newSinkMetrics(f.Spec.Writer.PerDestinationMetrics)
 	f.expired = map[ExpiredEnvelopePolicy]beam.Counter{
 		ExpiredFail:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesFailed),
 		ExpiredAssumeCreated: beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesAssumedCreated),
@@ -205,38 +201,37 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 	}
 	opts := engineOptions(f.Spec.Writer)
 	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
-	abandon(f.engine)
-	f.engine = engine.New[*stagedCreate](f.creator, opts, f)
+	f.start(f.creator, opts, f)
 	return nil
 }
 
 func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	if err := f.engine.Err(); err != nil {
+	if err := f.bundleErr(); err != nil {
 		return err
 	}
 	if err := f.checkEnvelope(env); err != nil {
 		f.metrics.failed(ctx, f.Spec.Queue.Path())
-		return failBundle(ctx, f.engine, f.metrics, err)
+		return f.failBundle(ctx, err)
 	}
 	if f.Spec.Staged.VerifyQueueRetention {
 		if err := verifyRetention(ctx, f.retention, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
-			return failBundle(ctx, f.engine, f.metrics, err)
+			return f.failBundle(ctx, err)
 		}
 	}
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(env.Task, task); err != nil {
 		f.metrics.failed(ctx, env.Queue)
-		return failBundle(ctx, f.engine, f.metrics, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
+		return f.failBundle(ctx, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
 	}
 	if !strings.HasPrefix(task.GetName(), env.Queue+"/tasks/") {
 		f.metrics.failed(ctx, env.Queue)
-		return failBundle(ctx, f.engine, f.metrics, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries a task name of another queue; "+
+		return f.failBundle(ctx, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries a task name of another queue; "+
 			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
 	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
 	f.budget.Update(ctx, deadline.Sub(now).Milliseconds())
-	return submit(ctx, f.engine, f.metrics, &engine.Request[*stagedCreate]{
+	return f.submit(ctx, &engine.Request[*stagedCreate]{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,
 		Tag:      &stagedCreate{bytes: len(env.Task)},
@@ -260,7 +255,7 @@ func (f *stagedCreateFn) checkEnvelope(env stagedTask) error {
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	return flush(ctx, f.engine, f.metrics)
+	return f.finish(ctx)
 }
 
 func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedCreate], deduplicated bool) {
@@ -281,10 +276,6 @@ func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request[*staged
 // exhausted budget, or an expiry under ExpiredFail. In this mode every failure is a send error.
 func (f *stagedCreateFn) Failed(ctx context.Context, r *engine.Request[*stagedCreate], _ error) {
 	f.metrics.failed(ctx, r.Create.GetParent())
-}
-
-func (f *stagedCreateFn) AttemptFailed(ctx context.Context, _ *engine.Request[*stagedCreate], code string) {
-	f.metrics.attemptFailed(ctx, code)
 }
 
 // Expired applies the expired-envelope policy. Each envelope is counted once, however many

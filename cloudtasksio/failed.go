@@ -1,10 +1,13 @@
 package cloudtasksio
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -25,6 +28,72 @@ const (
 	// answered INVALID_ARGUMENT by Cloud Tasks. Payload is the task.
 	CodeInvalidArgument = "INVALID_ARGUMENT"
 )
+
+// elementFailure is a data-shaped failure of one element: it goes to the failure policy. task
+// is what was built for the element, nil when building it failed.
+type elementFailure struct {
+	code string
+	task *cloudtaskspb.Task
+	err  error
+}
+
+func (e *elementFailure) Error() string { return e.err.Error() }
+func (e *elementFailure) Unwrap() error { return e.err }
+
+// maxDropLinesPerBundle bounds the LogAndDrop lines of one bundle: the first drops are logged
+// one by one, the rest are summed up in one line when the bundle ends. A systematic rejection
+// must not write a line per element to the job's log.
+const maxDropLinesPerBundle = 10
+
+// maxErrorText bounds the error text of a dead letter or a log line.
+const maxErrorText = 1024
+
+// summarizeDrops writes the one line that covers the drops of the bundle beyond the first
+// maxDropLinesPerBundle, and starts the count again.
+func (f *writeFn) summarizeDrops(ctx context.Context) {
+	if f.dropped > maxDropLinesPerBundle {
+		log.Warnf(ctx, "cloudtasksio: dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one",
+			f.dropped-maxDropLinesPerBundle, f.dropped)
+	}
+	f.dropped = 0
+}
+
+// route applies the failure policy to an element failure and returns the error that fails the
+// bundle, if any; any other error fails the bundle.
+func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, err error) error {
+	var ef *elementFailure
+	if !errors.As(err, &ef) {
+		return err
+	}
+	return f.applyPolicy(ctx, et, queue, ef)
+}
+
+// applyPolicy is the one place the failure policy acts. It returns the error that fails the
+// bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
+func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
+	f.metrics.failed(ctx, queue)
+	text := boundedText(ef.err.Error(), maxErrorText)
+	switch f.Spec.OnFailure {
+	case LogAndDrop:
+		f.dropped++
+		if f.dropped <= maxDropLinesPerBundle {
+			log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+		}
+	case DeadLetter:
+		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
+		if ef.task != nil {
+			payload, err := proto.Marshal(ef.task)
+			if err != nil {
+				return fmt.Errorf("cloudtasksio: encoding a dead letter's task for queue %s: %w", queue, err)
+			}
+			fe.Payload = payload
+		}
+		f.emit(et, fe)
+	default:
+		return fmt.Errorf("cloudtasksio: an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text)
+	}
+	return nil
+}
 
 // FailedTask recovers the task carried by a dead letter this sink produced, for inspection or
 // replay. It fails when the dead letter comes from another connector, or carries no task

@@ -16,17 +16,6 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
-// elementFailure is a data-shaped failure of one element: it goes to the failure policy. task
-// is what was built for the element, nil when building it failed.
-type elementFailure struct {
-	code string
-	task *cloudtaskspb.Task
-	err  error
-}
-
-func (e *elementFailure) Error() string { return e.err.Error() }
-func (e *elementFailure) Unwrap() error { return e.err }
-
 // taskBuilder turns elements into tasks. It is built from the serializable sink spec, once at
 // pipeline construction (where it doubles as the configuration check) and once per DoFn
 // instance on the worker, so both run exactly the same checks.

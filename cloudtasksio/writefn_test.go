@@ -21,7 +21,7 @@ import (
 
 func TestLogAndDropWritesAWarningWithoutThePayload(t *testing.T) {
 	logs := captureLogs(t)
-	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, metrics: newSinkMetrics(false)}
+	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 		Url: "https://example.com/", Body: []byte("secret-body"), Headers: map[string]string{"Authorization": "secret-header"}}}}
 	for i := 0; i < 3; i++ {
@@ -45,7 +45,7 @@ func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
 		fe deadletter.FailedElement
 	}
 	var out []emitted
-	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, metrics: newSinkMetrics(false),
+	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
 		emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}
 	require.NoError(t, f.applyPolicy(context.Background(), 1234, "projects/p/locations/l/queues/q",
 		&elementFailure{code: CodeSerialization, err: errors.New(strings.Repeat("x", 5000))}))
@@ -82,7 +82,7 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 					time.Sleep(c.deniedAt)
 					return nil, denied
 				})
-				f := &writeFn{Spec: &sinkSpec{OnFailure: FailBundle}, metrics: newSinkMetrics(false)}
+				f := &writeFn{Spec: &sinkSpec{OnFailure: FailBundle}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
 				writer, err := DefaultWriterOptions().resolve()
 				require.NoError(t, err)
 				f.engine = engine.New(creator, engineOptions(writer), f)

@@ -1,0 +1,106 @@
+package cloudtasksio
+
+import (
+	"context"
+	"errors"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/googleapis/gax-go/v2"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+)
+
+// createBase is the engine lifecycle that both create DoFns embed, the at-least-once writeFn
+// and the exactly-once stagedCreateFn: the sink's metrics, a fresh engine per bundle, the
+// bundle's first failure, and the gauges after every call into the engine. T is the tag each
+// DoFn keeps with a request while the engine owns it.
+//
+// Beam serializes a DoFn as the JSON of its exported fields, embedded structs included: every
+// field here is runtime state, unexported, rebuilt by setup and start on the worker.
+type createBase[T any] struct {
+	metrics *sinkMetrics
+	engine  *engine.Engine[T]
+}
+
+// setup resolves the writer options in spec (the spec a worker decodes is not necessarily the
+// one TryWrite checked, and the engine refuses options out of range) and creates the metrics.
+func (b *createBase[T]) setup(spec *sinkSpec) error {
+	writer, err := spec.Writer.resolve()
+	if err != nil {
+		return err
+	}
+	spec.Writer = writer
+	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)
+	return nil
+}
+
+// start begins a bundle with a fresh engine sending through c and reporting to obs: nothing of
+// a failed bundle can leak into the next one. Whatever the previous bundle's engine still has
+// in flight is cancelled.
+func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Observer[T]) {
+	if b.engine != nil {
+		b.engine.Fail(errBundleAbandoned)
+	}
+	b.engine = engine.New(c, o, obs)
+}
+
+// bundleErr returns the bundle's first failure, if any.
+func (b *createBase[T]) bundleErr() error { return b.engine.Err() }
+
+// submit hands r to the bundle's engine and returns the bundle's failure, if any.
+func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error {
+	err := b.engine.Submit(ctx, r)
+	b.metrics.gauges(ctx, b.engine)
+	if err != nil {
+		return b.failBundle(ctx, err)
+	}
+	return nil
+}
+
+// finish waits for the bundle's creates and returns the bundle's failure, if any.
+func (b *createBase[T]) finish(ctx context.Context) error {
+	err := b.engine.Flush(ctx)
+	b.metrics.gauges(ctx, b.engine)
+	if err != nil {
+		return b.failBundle(ctx, err)
+	}
+	return nil
+}
+
+// failBundle fails the bundle with err unless it has failed already, and returns its first
+// failure. The engine cancels the creates in flight, and failBundle waits for them to return,
+// so a failed bundle leaves nothing in flight: the runner replays its elements, and the next
+// bundle starts with the whole MaxInFlightTasks.
+func (b *createBase[T]) failBundle(ctx context.Context, err error) error {
+	b.engine.Fail(err)
+	_ = b.engine.Flush(ctx) // returns the first failure once the cancelled creates are back
+	b.metrics.gauges(ctx, b.engine)
+	return b.engine.Err()
+}
+
+// AttemptFailed counts every failed attempt by its outermost status, for the engine's
+// Observer; both create DoFns count them alike.
+func (b *createBase[T]) AttemptFailed(ctx context.Context, _ *engine.Request[T], code string) {
+	b.metrics.attemptFailed(ctx, code)
+}
+
+// errBundleAbandoned ends the creates of a bundle that was neither finished nor failed through
+// the DoFn (the runner gave up on it), when the DoFn instance starts its next bundle.
+var errBundleAbandoned = errors.New("cloudtasksio: the bundle was abandoned before it finished")
+
+// clientCreator adapts the Cloud Tasks client to the engine.
+func clientCreator(c interface {
+	CreateTask(context.Context, *cloudtaskspb.CreateTaskRequest, ...gax.CallOption) (*cloudtaskspb.Task, error)
+}) engine.Creator {
+	return engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+		return c.CreateTask(ctx, req)
+	})
+}
+
+func engineOptions(o WriterOptions) engine.Options {
+	return engine.Options{
+		MaxInFlight: o.MaxInFlightTasks,
+		Transient:   engine.Budget{Initial: o.RecoveryInitialBackoff, Max: o.RecoveryMaxBackoff, MaxAttempts: o.RecoveryMaxAttempts},
+		NotFound:    engine.Budget{Initial: o.NotFoundRecoveryInitialBackoff, Max: o.NotFoundRecoveryMaxBackoff, MaxAttempts: o.NotFoundRecoveryMaxAttempts},
+	}
+}
