@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -253,4 +254,165 @@ func throttle(err error) (throttled bool, delay time.Duration) {
 		return true
 	})
 	return throttled, min(max(delay, 0), maxRetryDelay)
+}
+
+// engineAdaptive is an engine's side of adaptive concurrency: the requests it
+// holds because their queue's limit is reached or its creates are paused.
+// Held requests count against Options.MaxInFlight like parked ones.
+type engineAdaptive[T any] struct {
+	a    *Adaptive // nil: adaptive concurrency is off
+	wake chan struct{}
+	// held are the requests waiting for their queue, first in first out per
+	// queue; queues lists the queues with held requests in the order they
+	// got their first.
+	held   map[string][]*Request[T]
+	queues []string
+	n      int
+	// pausedUntil is the earliest end of a pause that holds a request back,
+	// as the last pass over the held requests saw it; zero for none.
+	pausedUntil time.Time
+	// granted is the permit startHeld took for grantedFor, an expired held
+	// request it hands back to dispatch.
+	granted    permit
+	grantedFor *Request[T]
+}
+
+// send starts r now, or holds it when adaptive concurrency says its queue
+// must wait. Requests of a queue that already has held ones queue behind them.
+func (e *Engine[T]) send(r *Request[T]) {
+	ad := &e.adaptive
+	if ad.a == nil {
+		e.start(r, nil)
+		return
+	}
+	if ad.grantedFor == r {
+		p := ad.granted
+		ad.grantedFor = nil
+		e.start(r, &p)
+		return
+	}
+	queue := r.Create.GetParent()
+	if len(ad.held[queue]) == 0 {
+		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, time.Now())
+		if ok {
+			e.start(r, &p)
+			return
+		}
+		ad.notePause(until)
+	}
+	if ad.held == nil {
+		ad.held = map[string][]*Request[T]{}
+		ad.wake = make(chan struct{}, 1)
+	}
+	if len(ad.held[queue]) == 0 {
+		ad.queues = append(ad.queues, queue)
+		ad.a.watch(queue, e.opts.MaxInFlight, ad.wake)
+	}
+	ad.held[queue] = append(ad.held[queue], r)
+	ad.n++
+}
+
+func (ad *engineAdaptive[T]) notePause(until time.Time) {
+	if !until.IsZero() && (ad.pausedUntil.IsZero() || until.Before(ad.pausedUntil)) {
+		ad.pausedUntil = until
+	}
+}
+
+// startHeld starts the held requests that their queues now let through. A
+// held request whose deadline has passed meanwhile goes back through
+// dispatch, so Observer.Expired decides about it as before any send.
+func (e *Engine[T]) startHeld(ctx context.Context) {
+	ad := &e.adaptive
+	if ad.n == 0 {
+		return
+	}
+	ad.pausedUntil = time.Time{}
+	queues := ad.queues
+	ad.queues = nil
+	for _, queue := range queues {
+		for e.err == nil && len(ad.held[queue]) > 0 {
+			now := time.Now()
+			p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, now)
+			if !ok {
+				ad.notePause(until)
+				break
+			}
+			r := ad.held[queue][0]
+			ad.held[queue][0] = nil
+			ad.held[queue] = ad.held[queue][1:]
+			ad.n--
+			if !r.Deadline.IsZero() && !now.Before(r.Deadline) {
+				// dispatch asks Observer.Expired; send uses the permit if
+				// the answer is to send it anyway.
+				ad.granted, ad.grantedFor = p, r
+				e.dispatch(ctx, r)
+				if ad.grantedFor != nil {
+					ad.grantedFor = nil
+					ad.a.release(p, outcomeOther, 0, now)
+				}
+				continue
+			}
+			e.start(r, &p)
+		}
+		if len(ad.held[queue]) > 0 {
+			ad.queues = append(ad.queues, queue)
+		} else if ad.held != nil {
+			delete(ad.held, queue)
+			ad.a.unwatch(queue, ad.wake)
+		}
+	}
+	// dispatch may have held requests of queues not seen in this pass: keep
+	// each queue listed once.
+	ad.queues = uniqueStrings(ad.queues)
+}
+
+func uniqueStrings(s []string) []string {
+	seen := make(map[string]bool, len(s))
+	out := s[:0]
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// dropHeld forgets every held request (the engine has failed).
+func (ad *engineAdaptive[T]) dropHeld() {
+	for queue := range ad.held {
+		ad.a.unwatch(queue, ad.wake)
+	}
+	ad.held, ad.queues, ad.n, ad.pausedUntil = nil, nil, 0, time.Time{}
+}
+
+// retryDelay is how long a request that failed with err must wait at least
+// before its next attempt: a RetryInfo delay of a RESOURCE_EXHAUSTED answer
+// when adaptive concurrency is on, else 0.
+func (ad *engineAdaptive[T]) retryDelay(err error) time.Duration {
+	if ad.a == nil {
+		return 0
+	}
+	_, delay := throttle(err)
+	return delay
+}
+
+// finished tells the Adaptive how an attempt that held permit p ended. It
+// runs on the attempt's goroutine as soon as the answer arrives, so the
+// limit follows the service even while the engine's caller is busy, and the
+// permit comes back even from an engine that is abandoned.
+func (a *Adaptive) finished(p *permit, err error, named bool, at time.Time) {
+	if a == nil || p == nil {
+		return
+	}
+	o, delay := outcomeOther, time.Duration(0)
+	switch throttled, d := throttle(err); {
+	case err == nil:
+		o = outcomeSucceeded
+	case throttled:
+		o, delay = outcomeThrottled, d
+	case Classify(err, named) == Deduplicated:
+		o = outcomeSucceeded
+	}
+	a.release(*p, o, delay, at)
 }

@@ -125,6 +125,13 @@ type Options struct {
 	// when it fails. Zero sets no deadline of the engine's own, so the
 	// client's default (20s for CreateTask) applies.
 	AttemptTimeout time.Duration
+	// Adaptive, when non-nil, limits the creates in flight to each queue
+	// across every engine given the same Adaptive, lowering the limit when
+	// Cloud Tasks answers RESOURCE_EXHAUSTED and raising it as creates
+	// succeed, and honours a RetryInfo delay in such an answer (adaptive.go).
+	// Requests it holds back count against MaxInFlight like parked ones. Nil
+	// turns adaptive concurrency off.
+	Adaptive *Adaptive
 }
 
 // Request is one task to create, carrying a caller's tag of type T. The engine
@@ -254,6 +261,7 @@ type Engine[T any] struct {
 	seq      uint64
 	timer    *time.Timer
 	err      error
+	adaptive engineAdaptive[T]
 
 	// attempts is the parent context of every attempt; cancel ends them all
 	// when the engine fails.
@@ -301,6 +309,7 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	return &Engine[T]{
 		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure,
 		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
+		adaptive: engineAdaptive[T]{a: o.Adaptive},
 	}
 }
 
@@ -316,7 +325,7 @@ func (e *Engine[T]) Submit(ctx context.Context, r *Request[T]) error {
 		return errors.New("engine: Submit needs a Request with a non-nil Create")
 	}
 	e.pump(ctx)
-	for e.err == nil && e.inFlight+len(e.parked) >= e.opts.MaxInFlight {
+	for e.err == nil && e.inFlight+len(e.parked)+e.adaptive.n >= e.opts.MaxInFlight {
 		if err := e.wait(ctx); err != nil {
 			return err
 		}
@@ -338,7 +347,7 @@ func (e *Engine[T]) Submit(ctx context.Context, r *Request[T]) error {
 func (e *Engine[T]) Flush(ctx context.Context) error {
 	for {
 		e.pump(ctx)
-		if e.inFlight == 0 && (len(e.parked) == 0 || e.err != nil) {
+		if e.inFlight == 0 && (len(e.parked)+e.adaptive.n == 0 || e.err != nil) {
 			return e.err
 		}
 		if err := e.wait(ctx); err != nil {
@@ -348,8 +357,8 @@ func (e *Engine[T]) Flush(ctx context.Context) error {
 }
 
 // Stats returns how many requests are in flight and how many are parked
-// waiting for a retry, for gauges.
-func (e *Engine[T]) Stats() (inFlight, parked int) { return e.inFlight, len(e.parked) }
+// waiting for a retry or held back by adaptive concurrency, for gauges.
+func (e *Engine[T]) Stats() (inFlight, parked int) { return e.inFlight, len(e.parked) + e.adaptive.n }
 
 // Err returns the first terminal error captured so far, or nil.
 func (e *Engine[T]) Err() error { return e.err }
@@ -365,8 +374,9 @@ func (e *Engine[T]) Fail(err error) {
 	e.fail(err)
 }
 
-// pump handles every completion already posted, then re-sends the parked
-// requests that are due.
+// pump handles every completion already posted, re-sends the parked requests
+// that are due, then starts the held requests that adaptive concurrency lets
+// through.
 func (e *Engine[T]) pump(ctx context.Context) {
 	for {
 		select {
@@ -382,14 +392,20 @@ func (e *Engine[T]) pump(ctx context.Context) {
 		p := heap.Pop(&e.parked).(parkedRequest[T])
 		e.dispatch(ctx, p.r)
 	}
+	e.startHeld(ctx)
 }
 
 // wait blocks until one completion arrives (and handles it), the earliest
-// parked request comes due, or ctx ends.
+// parked request comes due, adaptive concurrency may let a held request
+// through, or ctx ends.
 func (e *Engine[T]) wait(ctx context.Context) error {
 	var due <-chan time.Time
-	if len(e.parked) > 0 {
-		d := time.Until(e.parked[0].due)
+	next := e.adaptive.pausedUntil
+	if len(e.parked) > 0 && (next.IsZero() || e.parked[0].due.Before(next)) {
+		next = e.parked[0].due
+	}
+	if !next.IsZero() {
+		d := time.Until(next)
 		if d <= 0 {
 			return nil
 		}
@@ -405,6 +421,7 @@ func (e *Engine[T]) wait(ctx context.Context) error {
 	case c := <-e.done:
 		e.handle(ctx, c)
 	case <-due:
+	case <-e.adaptive.wake:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -438,7 +455,7 @@ func (e *Engine[T]) dispatch(ctx context.Context, r *Request[T]) {
 			return
 		}
 	}
-	e.start(r)
+	e.send(r)
 }
 
 // expired asks the Expirer what to do with r, whose deadline has passed;
@@ -450,11 +467,13 @@ func (e *Engine[T]) expired(ctx context.Context, r *Request[T]) (ExpiredAction, 
 	return e.expirer.Expired(ctx, r)
 }
 
-// start runs one attempt on a goroutine of its own.
-func (e *Engine[T]) start(r *Request[T]) {
+// start runs one attempt on a goroutine of its own; p is its adaptive
+// concurrency permit, nil when that is off.
+func (e *Engine[T]) start(r *Request[T], p *permit) {
 	e.inFlight++
 	r.attempts++
-	creator, timeout, done, ctx := e.creator, e.opts.AttemptTimeout, e.done, e.attempts
+	creator, timeout, done, ctx, adaptive := e.creator, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
+	named := r.Create.GetTask().GetName() != ""
 	go func() {
 		if timeout > 0 {
 			var cancel context.CancelFunc
@@ -462,7 +481,9 @@ func (e *Engine[T]) start(r *Request[T]) {
 			defer cancel()
 		}
 		_, err := creator.CreateTask(ctx, r.Create)
-		done <- completion[T]{r: r, err: err, at: time.Now()}
+		at := time.Now()
+		adaptive.finished(p, err, named, at)
+		done <- completion[T]{r: r, err: err, at: at}
 	}()
 }
 
@@ -516,7 +537,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 				queue, code, r.attempts, what, budget.MaxAttempts, hint, bounded(d.message))})
 			return
 		}
-		due := c.at.Add(budget.backoff(*failures, e.opts.Jitter()))
+		due := c.at.Add(max(budget.backoff(*failures, e.opts.Jitter()), e.adaptive.retryDelay(c.err)))
 		heap.Push(&e.parked, parkedRequest[T]{due: due, seq: e.seq, r: r})
 		e.seq++
 	default:
@@ -546,6 +567,7 @@ func (e *Engine[T]) fail(err error) {
 	}
 	e.err = err
 	e.parked = nil
+	e.adaptive.dropHeld()
 	e.cancel()
 }
 
