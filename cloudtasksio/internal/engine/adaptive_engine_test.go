@@ -165,7 +165,9 @@ func TestAdaptiveConcurrencyCutsRejectionsFromAConcurrencyLimit(t *testing.T) {
 }
 
 func TestAdaptiveConcurrencyCutsRejectionsFromACreateRate(t *testing.T) {
-	fake := func() *throttlingFake { return &throttlingFake{perSecond: 200, burst: 200, latency: 20 * time.Millisecond} }
+	fake := func() *throttlingFake {
+		return &throttlingFake{perSecond: 200, burst: 200, latency: 20 * time.Millisecond}
+	}
 	off := runThrottled(t, fake, false, 2000)
 	on := runThrottled(t, fake, true, 2000)
 	t.Logf("off: %+v", off)
