@@ -17,6 +17,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Exactly-once creation runs in two steps around a Reshuffle. The stage step fixes each
@@ -117,7 +118,7 @@ func (f *stageFn) stage(elem any) (*stagedTask, error) {
 	}
 	var ef *elementFailure
 	if errors.As(err, &ef) {
-		return nil, fmt.Errorf("cloudtasksio: exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedText(ef.err.Error(), maxErrorText))
+		return nil, fmt.Errorf("cloudtasksio: exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
 	}
 	if err != nil || task == nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Connector is the deadletter.FailedElement.Connector of every dead letter this sink produces.
@@ -72,7 +73,7 @@ func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, er
 // bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
 func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
 	f.metrics.failed(ctx, queue)
-	text := boundedText(ef.err.Error(), maxErrorText)
+	text := boundedtext.Cut(ef.err.Error(), maxErrorText)
 	switch f.Spec.OnFailure {
 	case LogAndDrop:
 		f.dropped++

@@ -10,6 +10,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -881,15 +882,6 @@ func (p *optionParser) boolean(key string) (bool, error) {
 // flooding the message. It is only used for values of typed keys (numbers, durations,
 // booleans, enumerations), never for header values, URLs or paths.
 func quoteValue(v string) string {
-	const max = 40
-	if len(v) > max {
-		cut := max
-		for cut > 0 && !isRuneStart(v[cut]) {
-			cut--
-		}
-		return strconv.Quote(v[:cut]) + "..."
-	}
-	return strconv.Quote(v)
+	const shown = 40 // bytes of a long value kept before the marker
+	return strconv.Quote(boundedtext.Cut(v, shown+len(boundedtext.Marker)))
 }
-
-func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

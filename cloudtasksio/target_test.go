@@ -140,15 +140,6 @@ func TestWithContentType(t *testing.T) {
 	assert.Equal(t, "application/json", got["Content-Type"])
 }
 
-func TestBoundedTextCutsOnARuneBoundary(t *testing.T) {
-	s := strings.Repeat("東", 1000)
-	got := boundedText(s, 100)
-	assert.LessOrEqual(t, len(got), 100)
-	assert.True(t, strings.HasSuffix(got, "[truncated]"))
-	assert.True(t, strings.HasPrefix(s, strings.TrimSuffix(got, "...[truncated]")))
-	assert.Equal(t, "short", boundedText("short", 100))
-}
-
 // The family rules of the metadata keys live here, not in the formats machinery: bodyformat
 // only checks a schema against the list its caller gives. The table is DESIGN's metadata table.
 func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {

@@ -3,7 +3,6 @@ package cloudtasksio
 import (
 	"context"
 	"fmt"
-	"unicode/utf8"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -147,17 +146,4 @@ func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], 
 func (f *writeFn) Rejected(ctx context.Context, r *engine.Request[*pendingTask], err error) error {
 	p := r.Tag
 	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, task: r.Create.GetTask(), err: err})
-}
-
-// boundedText cuts s to at most n bytes on a rune boundary, marking the cut.
-func boundedText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const marker = deadletter.TruncatedMarker
-	cut := n - len(marker)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + marker
 }

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Attribute names of the Pub/Sub messages that ToPubSub publishes. The message data is the
@@ -42,21 +43,14 @@ const (
 // with TruncatedMarker, the whole within this limit.
 const MaxAttributeBytes = 1024
 
-// TruncatedMarker ends an attribute value that was cut to MaxAttributeBytes.
-const TruncatedMarker = "...[truncated]"
+// TruncatedMarker, "...[truncated]", ends an attribute value that was cut to MaxAttributeBytes,
+// and the FailedElement.Error of a failure whose text was cut.
+const TruncatedMarker = boundedtext.Marker
 
 // attrValue makes s fit a Pub/Sub attribute: valid UTF-8 (invalid bytes become U+FFFD) and
 // at most MaxAttributeBytes, cut with TruncatedMarker.
 func attrValue(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= MaxAttributeBytes {
-		return s
-	}
-	cut := MaxAttributeBytes - len(TruncatedMarker)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + TruncatedMarker
+	return boundedtext.Cut(strings.ToValidUTF8(s, "\uFFFD"), MaxAttributeBytes)
 }
 
 // eventTimeAttr formats et for AttrEventTime, or returns "" when it has no RFC 3339 form.

@@ -125,3 +125,7 @@ func TestFromMessageRejectsABadEventTimeAndNil(t *testing.T) {
 	_, _, err = FromMessage(nil)
 	require.Error(t, err)
 }
+
+func TestTheTruncationMarkerIsTheDocumentedText(t *testing.T) {
+	assert.Equal(t, "...[truncated]", TruncatedMarker)
+}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Limits the server enforces, taken from the Cloud Tasks API documentation.
@@ -65,10 +67,7 @@ func alreadyExists() error {
 // echo quotes an identifier for an error message, cut to a readable length.
 // Only names are ever echoed, never bodies or headers.
 func echo(s string) string {
-	if len(s) > maxIDEcho {
-		s = s[:maxIDEcho] + "..."
-	}
-	return fmt.Sprintf("%q", s)
+	return fmt.Sprintf("%q", boundedtext.Cut(s, maxIDEcho))
 }
 
 // checkLocation validates "projects/P/locations/L" in the field named field.

@@ -42,9 +42,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-	"unicode/utf8"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Creator sends one CreateTask RPC. The production implementation wraps a
@@ -518,7 +519,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	switch d.class {
 	case Invalid:
 		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
-			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, bounded(d.message))}); err != nil {
+			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
 			e.fail(err)
 		}
 	case Transient, NotFound:
@@ -534,7 +535,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 			}
 			e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
-				queue, code, r.attempts, what, budget.MaxAttempts, hint, bounded(d.message))})
+				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))})
 			return
 		}
 		due := c.at.Add(max(budget.backoff(*failures, e.opts.Jitter()), e.adaptive.retryDelay(c.err)))
@@ -543,7 +544,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	default:
 		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
-			queue, code, r.attempts, bounded(d.message))})
+			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))})
 	}
 }
 
@@ -596,18 +597,6 @@ func errorText(err error) (text string) {
 		return fmt.Sprintf("a nil %T", err)
 	}
 	return err.Error()
-}
-
-// bounded cuts s to at most maxMessage bytes on a rune boundary.
-func bounded(s string) string {
-	if len(s) <= maxMessage {
-		return s
-	}
-	cut := maxMessage
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }
 
 // parkedRequest is a request waiting for its retry.

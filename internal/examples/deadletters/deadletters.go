@@ -28,6 +28,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
 
@@ -319,14 +320,14 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "dead letter %d of %d: code %s\n", i+1, len(r.DeadLetters), a[deadletter.AttrCode])
 		fmt.Fprintf(w, "  destination: %s\n", a[deadletter.AttrDestination])
 		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[deadletter.AttrEventTime]))
-		fmt.Fprintf(w, "  error:       %s\n", short(a[deadletter.AttrError], 220))
+		fmt.Fprintf(w, "  error:       %s\n", boundedtext.Cut(a[deadletter.AttrError], 220))
 		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[deadletter.AttrWorker], a[deadletter.AttrBundle])
 		if dl.Task == nil {
 			fmt.Fprintf(w, "  data:        empty: no task could be built; find the order at its source by the event time\n")
 			continue
 		}
 		req := dl.Task.GetHttpRequest()
-		fmt.Fprintf(w, "  task:        %s %s, %d-byte body %s\n", req.GetHttpMethod(), req.GetUrl(), len(req.GetBody()), short(string(req.GetBody()), 60))
+		fmt.Fprintf(w, "  task:        %s %s, %d-byte body %s\n", req.GetHttpMethod(), req.GetUrl(), len(req.GetBody()), boundedtext.Cut(string(req.GetBody()), 60))
 		name := dl.Task.GetName()
 		if name == "" {
 			name = "(unnamed)"
@@ -340,15 +341,4 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
-}
-
-// short cuts s to at most n bytes for display.
-func short(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "..."
 }

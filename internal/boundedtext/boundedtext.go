@@ -1,0 +1,23 @@
+// Package boundedtext cuts text that goes into errors, logs, dead letters and message
+// attributes to a size limit, the same way everywhere: at a character boundary, never inside a
+// UTF-8 sequence, ending with one marker so a reader sees the text was cut.
+package boundedtext
+
+import "unicode/utf8"
+
+// Marker ends every text Cut has shortened.
+const Marker = "...[truncated]"
+
+// Cut returns s when it is at most n bytes long; otherwise the longest prefix of s that ends at
+// a character boundary and leaves room for Marker, followed by Marker, at most n bytes in all.
+// When n is too small to hold Marker, the result is Marker alone.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n-len(Marker), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + Marker
+}
