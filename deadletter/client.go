@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"cloud.google.com/go/auth"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -33,17 +32,9 @@ type sharedPublisher struct {
 	pub    *pubsub.Publisher
 }
 
-// publishers caches one entry per client setting for the life of the process. Each entry
-// has its own lock so a slow topic check for one setting does not hold up another.
-var (
-	publishersMu sync.Mutex
-	publishers   = map[clientKey]*publisherEntry{}
-)
-
-type publisherEntry struct {
-	mu sync.Mutex
-	sp *sharedPublisher // nil until created and its topic checked
-}
+// publishers keeps one publisher per client setting for the life of the process: a slow
+// topic check for one setting does not hold up another.
+var publishers gcpconn.Cache[clientKey, *sharedPublisher]
 
 // getPublisher returns the process's publisher for key, creating the client and checking the
 // topic on first use. A failure is not cached: the next bundle tries again, so a topic
@@ -52,26 +43,14 @@ type publisherEntry struct {
 // Clients are never closed: portable runners do not call Teardown, and a worker process
 // lives as long as its pipeline.
 func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
-	publishersMu.Lock()
-	e, ok := publishers[key]
-	if !ok {
-		e = &publisherEntry{}
-		publishers[key] = e
-	}
-	publishersMu.Unlock()
-
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.sp != nil {
-		return e.sp, nil
-	}
-	sp, err := newSharedPublisher(ctx, key, checkTimeout)
-	if err != nil {
-		return nil, err
-	}
-	e.sp = sp
-	log.Infof(ctx, "deadletter: worker %s publishes dead letters to topic %s", workerID(), key.topic)
-	return sp, nil
+	return publishers.Get(key, func() (*sharedPublisher, error) {
+		sp, err := newSharedPublisher(ctx, key, checkTimeout)
+		if err != nil {
+			return nil, err
+		}
+		log.Infof(ctx, "deadletter: worker %s publishes dead letters to topic %s", workerID(), key.topic)
+		return sp, nil
+	})
 }
 
 func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
@@ -116,35 +95,15 @@ func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeou
 // library's application-default credentials apply; the client settings come on top (on an
 // emulator only the telemetry switch, the rest having been refused at construction).
 func clientOptions(key clientKey) ([]option.ClientOption, error) {
-	if key.endpoint != "" {
-		opts := append(gcpconn.EmulatorOptions(key.endpoint), option.WithGRPCConnectionPool(1))
-		if key.settings.DisableTelemetry {
-			opts = append(opts, option.WithTelemetryDisabled())
-		}
-		return opts, nil
-	}
-	var creds *auth.Credentials
-	if key.keyFile != "" {
-		var err error
-		if creds, err = loadServiceAccountKey(key.keyFile); err != nil {
-			return nil, err
-		}
-	}
-	opts, err := key.settings.Options([]string{pubsub.ScopePubSub}, creds)
+	conn := gcpconn.Connection{Emulator: key.endpoint, KeyFile: key.keyFile, Settings: key.settings}
+	opts, err := conn.Options(clientFieldNames, []string{pubsub.ScopePubSub}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: Client.ImpersonateServiceAccount: %w", err)
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	if key.endpoint != "" {
+		opts = append(opts, option.WithGRPCConnectionPool(1))
 	}
 	return opts, nil
-}
-
-// loadServiceAccountKey reads the dead-letter publisher's service-account key; see
-// gcpconn.LoadServiceAccountKey for what it refuses and why its errors say so little.
-func loadServiceAccountKey(path string) (*auth.Credentials, error) {
-	creds, err := gcpconn.LoadServiceAccountKey(path, []string{pubsub.ScopePubSub})
-	if err != nil {
-		return nil, fmt.Errorf("deadletter: ServiceAccountKeyFile: %w", err)
-	}
-	return creds, nil
 }
 
 var (

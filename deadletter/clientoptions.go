@@ -54,6 +54,7 @@ var clientFieldNames = gcpconn.SettingNames{
 	ImpersonateDelegates:      "Client.ImpersonateDelegates",
 	UniverseDomain:            "Client.UniverseDomain",
 	Emulator:                  "EmulatorEndpoint",
+	KeyFile:                   "ServiceAccountKeyFile",
 }
 
 // settings checks o against the emulator endpoint and returns the form the publisher cache

@@ -1,7 +1,6 @@
 package deadletter
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -89,16 +88,9 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = DefaultFlushTimeout
 	}
-	if cfg.EmulatorEndpoint != "" {
-		if err := gcpconn.CheckEndpoint(cfg.EmulatorEndpoint); err != nil {
-			return cfg, fmt.Errorf("deadletter: EmulatorEndpoint %w", err)
-		}
-		if cfg.ServiceAccountKeyFile != "" {
-			return cfg, errors.New("deadletter: EmulatorEndpoint and ServiceAccountKeyFile are both set; an emulator is reached without credentials, so set only one")
-		}
-	}
-	if cfg.ServiceAccountKeyFile != "" && strings.TrimSpace(cfg.ServiceAccountKeyFile) == "" {
-		return cfg, errors.New("deadletter: ServiceAccountKeyFile is blank; leave it empty for application-default credentials or give a path")
+	conn := gcpconn.Connection{Emulator: cfg.EmulatorEndpoint, KeyFile: cfg.ServiceAccountKeyFile}
+	if err := conn.CheckCredentials(clientFieldNames); err != nil {
+		return cfg, fmt.Errorf("deadletter: %w", err)
 	}
 	if _, err := cfg.Client.settings(cfg.EmulatorEndpoint); err != nil {
 		return cfg, err

@@ -225,9 +225,9 @@ func testServiceAccountKey(t *testing.T) string {
 }
 
 func TestServiceAccountKeyFileIsLoaded(t *testing.T) {
-	creds, err := loadServiceAccountKey(writeFile(t, testServiceAccountKey(t)))
+	opts, err := clientOptions(clientKey{topic: testTopic, keyFile: writeFile(t, testServiceAccountKey(t))})
 	require.NoError(t, err)
-	assert.NotNil(t, creds)
+	assert.True(t, hasOption(opts, option.WithAuthCredentials(nil)), "the key's credentials")
 }
 
 func TestServiceAccountKeyFileErrorsRevealNoContent(t *testing.T) {
@@ -241,7 +241,7 @@ func TestServiceAccountKeyFileErrorsRevealNoContent(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			path := writeFile(t, tc.content)
-			_, err := loadServiceAccountKey(path)
+			_, err := clientOptions(clientKey{topic: testTopic, keyFile: path})
 			require.Error(t, err)
 			msg := err.Error()
 			assert.Contains(t, msg, "ServiceAccountKeyFile")
@@ -254,7 +254,7 @@ func TestServiceAccountKeyFileErrorsRevealNoContent(t *testing.T) {
 
 	t.Run("missing file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "absent.json")
-		_, err := loadServiceAccountKey(path)
+		_, err := clientOptions(clientKey{topic: testTopic, keyFile: path})
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "ServiceAccountKeyFile")
 		assert.Contains(t, err.Error(), "does not exist")

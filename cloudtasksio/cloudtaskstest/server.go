@@ -56,8 +56,9 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // DefaultMaxConcurrentStreams is the number of concurrent calls a Server
@@ -462,11 +463,7 @@ func (s *Server) OpenIDHandler() http.Handler {
 // apiv2beta3) at this server: its endpoint, a plaintext channel and no
 // credentials.
 func (s *Server) ClientOptions() []option.ClientOption {
-	return []option.ClientOption{
-		option.WithEndpoint(s.Addr),
-		option.WithoutAuthentication(),
-		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
-	}
+	return gcpconn.EmulatorOptions(s.Addr)
 }
 
 // CreateQueue creates a RUNNING queue at path

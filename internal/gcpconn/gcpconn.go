@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -21,33 +22,27 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// CheckEndpoint accepts an emulator endpoint of the form host:port. The string is split at its
-// last ':' (so a bracketed IPv6 host works); it must contain no whitespace, the host must be
-// non-empty and contain no '/', an IPv6 host must be bracketed ("[::1]:8080"; an unbracketed
-// "::1:8080" is ambiguous and no client can dial it), and the port must be a decimal number
-// in 1..65535. The error
+// CheckEndpoint accepts an emulator endpoint of the form host:port, as net.SplitHostPort
+// splits it (so an IPv6 host is bracketed: "[::1]:8080"; an unbracketed "::1:8080" is
+// ambiguous and no client can dial it). It must contain no whitespace, the host must be
+// non-empty and contain no '/', and the port must be a decimal number in 1..65535. The error
 // quotes the endpoint (it is an address, not a secret) and says what is wrong.
 func CheckEndpoint(endpoint string) error {
 	bad := func(why string) error { return fmt.Errorf("%q is not host:port: %s", endpoint, why) }
 	if strings.IndexFunc(endpoint, unicode.IsSpace) >= 0 {
 		return bad("it contains whitespace")
 	}
-	i := strings.LastIndexByte(endpoint, ':')
-	if i < 0 {
+	if !strings.Contains(endpoint, ":") {
 		return bad("there is no ':'")
 	}
-	host, portText := endpoint[:i], endpoint[i+1:]
+	host, portText, err := net.SplitHostPort(endpoint)
 	switch {
+	case err != nil && !strings.HasPrefix(endpoint, "[") && strings.Count(endpoint, ":") > 1:
+		return bad("a host with ':' (an IPv6 address) must be bracketed, as in [::1]:8080")
+	case err != nil:
+		return bad("the host is not a name or a bracketed IPv6 address")
 	case host == "":
 		return bad("the host is empty")
-	case strings.HasPrefix(host, "[") != strings.HasSuffix(host, "]"):
-		return bad("the IPv6 host is not bracketed")
-	case strings.HasPrefix(host, "["):
-		if inner := host[1 : len(host)-1]; inner == "" || strings.ContainsAny(inner, "[]") {
-			return bad("the bracketed host is empty or malformed")
-		}
-	case strings.Contains(host, ":"):
-		return bad("a host with ':' (an IPv6 address) must be bracketed, as in [::1]:8080")
 	case strings.Contains(host, "/"):
 		return bad("the host contains '/'")
 	}

@@ -32,6 +32,8 @@ type SettingNames struct {
 	Endpoint, QuotaProject, ImpersonateServiceAccount, ImpersonateDelegates, UniverseDomain string
 	// Emulator names the emulator endpoint, which excludes every connection setting.
 	Emulator string
+	// KeyFile names the service-account key file (Connection.CheckCredentials and Options).
+	KeyFile string
 }
 
 // SettingError is an error of Check: Name is the setting at fault, as SettingNames spells

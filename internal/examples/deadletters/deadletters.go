@@ -30,6 +30,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 func init() {
@@ -229,7 +230,7 @@ func newPubSubClient(ctx context.Context, set Settings) (*pubsub.Client, error) 
 	if !ok || !found {
 		return nil, fmt.Errorf("topic %q is not projects/P/topics/T", set.Topic)
 	}
-	c, err := pubsub.NewClient(ctx, project, exampleenv.EmulatorOptions(set.PubSubEndpoint)...)
+	c, err := pubsub.NewClient(ctx, project, gcpconn.EmulatorOptions(set.PubSubEndpoint)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the Pub/Sub emulator at %s: %w", set.PubSubEndpoint, err)
 	}

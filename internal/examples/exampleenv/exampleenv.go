@@ -23,7 +23,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -86,12 +85,6 @@ func Quiet() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
-// EmulatorOptions are the client options for an emulator at endpoint ("host:port"): a
-// plaintext connection without credentials. Never use them for the production service.
-func EmulatorOptions(endpoint string) []option.ClientOption {
-	return gcpconn.EmulatorOptions(endpoint)
-}
-
 // CloudTasks is the Cloud Tasks emulator an example or an integration test runs against: an
 // external emulator, or an in-process cloudtaskstest server. Either way its user creates
 // queues through the API and points the sink at Endpoint.
@@ -130,7 +123,7 @@ func (c *CloudTasks) NewClient(ctx context.Context) (*cloudtasks.Client, error) 
 
 // NewClient returns a Cloud Tasks client for the emulator at endpoint. Close it when done.
 func NewClient(ctx context.Context, endpoint string) (*cloudtasks.Client, error) {
-	c, err := cloudtasks.NewClient(ctx, EmulatorOptions(endpoint)...)
+	c, err := cloudtasks.NewClient(ctx, gcpconn.EmulatorOptions(endpoint)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the Cloud Tasks emulator at %s: %w", endpoint, err)
 	}
