@@ -67,7 +67,9 @@ func TestAKeyFileConnectionUsesTheKeysCredentials(t *testing.T) {
 }
 
 func TestAKeyThatCannotBeReadIsNamedBySetting(t *testing.T) {
-	load := func(string, []string) (*auth.Credentials, error) { return nil, errors.New("the file does not exist on this worker") }
+	load := func(string, []string) (*auth.Credentials, error) {
+		return nil, errors.New("the file does not exist on this worker")
+	}
 	_, err := Connection{KeyFile: "/keys/secret-path.json"}.Options(testNames, nil, load)
 	require.Error(t, err)
 	assert.Equal(t, "ServiceAccountKeyFile: the file does not exist on this worker", err.Error())
