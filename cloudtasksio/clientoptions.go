@@ -1,7 +1,7 @@
 package cloudtasksio
 
 import (
-	"fmt"
+	"errors"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
@@ -55,43 +55,48 @@ type ClientOptions struct {
 	Telemetry Telemetry
 }
 
-// clientFieldNames names the ClientOptions fields in construction errors.
-var clientFieldNames = gcpconn.SettingNames{
-	Endpoint:                  "Config.Client.Endpoint",
-	QuotaProject:              "Config.Client.QuotaProject",
-	ImpersonateServiceAccount: "Config.Client.ImpersonateServiceAccount",
-	ImpersonateDelegates:      "Config.Client.ImpersonateDelegates",
-	UniverseDomain:            "Config.Client.UniverseDomain",
-	Emulator:                  "Config.EmulatorEndpoint",
+// clientFieldPaths names the settings by their Config field paths, for a field error.
+var clientFieldPaths = gcpconn.SettingNames{
+	Endpoint: "Client.Endpoint", QuotaProject: "Client.QuotaProject", ImpersonateServiceAccount: "Client.ImpersonateServiceAccount",
+	ImpersonateDelegates: "Client.ImpersonateDelegates", UniverseDomain: "Client.UniverseDomain", Emulator: "EmulatorEndpoint",
 }
 
-// settings checks o against the emulator endpoint and returns the form the client cache keys
-// on, with names for the errors.
-func (o ClientOptions) settings(names gcpconn.SettingNames, emulator string) (gcpconn.ClientSettings, error) {
+// clientSettings checks c.Client against the emulator endpoint and returns the form the client
+// cache keys on. A refusal is a field error naming the setting at fault.
+func (c Config) clientSettings() (gcpconn.ClientSettings, error) {
 	s := gcpconn.ClientSettings{
-		Endpoint:                  o.Endpoint,
-		QuotaProject:              o.QuotaProject,
-		ImpersonateServiceAccount: o.ImpersonateServiceAccount,
-		ImpersonateDelegates:      gcpconn.JoinDelegates(o.ImpersonateDelegates),
-		UniverseDomain:            o.UniverseDomain,
+		Endpoint:                  c.Client.Endpoint,
+		QuotaProject:              c.Client.QuotaProject,
+		ImpersonateServiceAccount: c.Client.ImpersonateServiceAccount,
+		ImpersonateDelegates:      gcpconn.JoinDelegates(c.Client.ImpersonateDelegates),
+		UniverseDomain:            c.Client.UniverseDomain,
 	}
-	switch o.Telemetry {
+	switch c.Client.Telemetry {
 	case TelemetryDefault:
 		s.DisableTelemetry = defaultTelemetryOff
 	case TelemetryOn:
 	case TelemetryOff:
 		s.DisableTelemetry = true
 	default:
-		return s, &gcpconn.SettingError{Name: "Config.Client.Telemetry", Reason: fmt.Sprintf("%d is not TelemetryDefault, TelemetryOn or TelemetryOff", o.Telemetry)}
+		return s, errField("Client.Telemetry", "%d is not TelemetryDefault, TelemetryOn or TelemetryOff", c.Client.Telemetry)
 	}
-	return s, s.Check(names, emulator, o.ImpersonateDelegates)
-}
-
-// compileClient checks cfg.Client at construction.
-func compileClient(cfg Config) (gcpconn.ClientSettings, error) {
-	s, err := cfg.Client.settings(clientFieldNames, cfg.EmulatorEndpoint)
-	if err != nil {
-		return s, fmt.Errorf("cloudtasksio: %w", err)
+	// Check names the setting at fault by the names it is given: given the field paths, it
+	// tells which field to blame; the message is rendered again with the names of the form
+	// that reports it (Go fields or option keys).
+	check := func(n namer) error {
+		names := gcpconn.SettingNames{
+			Endpoint: n(clientFieldPaths.Endpoint), QuotaProject: n(clientFieldPaths.QuotaProject),
+			ImpersonateServiceAccount: n(clientFieldPaths.ImpersonateServiceAccount),
+			ImpersonateDelegates:      n(clientFieldPaths.ImpersonateDelegates),
+			UniverseDomain:            n(clientFieldPaths.UniverseDomain), Emulator: n(clientFieldPaths.Emulator),
+		}
+		return s.Check(names, c.EmulatorEndpoint, c.Client.ImpersonateDelegates)
+	}
+	var se *gcpconn.SettingError
+	if err := check(func(path string) string { return path }); errors.As(err, &se) {
+		return s, errFields([]string{se.Name}, func(n namer) string { return check(n).Error() })
+	} else if err != nil {
+		return s, err
 	}
 	return s, nil
 }

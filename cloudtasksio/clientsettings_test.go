@@ -14,8 +14,8 @@ import (
 )
 
 func TestClientSettingsBecomeClientOptions(t *testing.T) {
-	s, err := ClientOptions{Endpoint: "us-central1-cloudtasks.googleapis.com:443", QuotaProject: "billing-project",
-		UniverseDomain: "googleapis.com", Telemetry: TelemetryOff}.settings(clientFieldNames, "")
+	s, err := Config{Client: ClientOptions{Endpoint: "us-central1-cloudtasks.googleapis.com:443", QuotaProject: "billing-project",
+		UniverseDomain: "googleapis.com", Telemetry: TelemetryOff}, EmulatorEndpoint: ""}.clientSettings()
 	require.NoError(t, err)
 	opts, err := clientSpec{ChannelPoolSize: 4, Settings: s}.options()
 	require.NoError(t, err)
@@ -25,7 +25,7 @@ func TestClientSettingsBecomeClientOptions(t *testing.T) {
 	assert.Contains(t, opts, option.WithUniverseDomain("googleapis.com"))
 	assert.Contains(t, opts, option.WithTelemetryDisabled())
 
-	s, err = ClientOptions{Telemetry: TelemetryOn}.settings(clientFieldNames, "")
+	s, err = Config{Client: ClientOptions{Telemetry: TelemetryOn}, EmulatorEndpoint: ""}.clientSettings()
 	require.NoError(t, err)
 	opts, err = clientSpec{Settings: s}.options()
 	require.NoError(t, err)
@@ -33,7 +33,7 @@ func TestClientSettingsBecomeClientOptions(t *testing.T) {
 }
 
 func TestTheTelemetrySwitchAppliesToTheEmulator(t *testing.T) {
-	s, err := ClientOptions{Telemetry: TelemetryOff}.settings(clientFieldNames, "127.0.0.1:8123")
+	s, err := Config{Client: ClientOptions{Telemetry: TelemetryOff}, EmulatorEndpoint: "127.0.0.1:8123"}.clientSettings()
 	require.NoError(t, err)
 	opts, err := clientSpec{EmulatorEndpoint: "127.0.0.1:8123", Settings: s}.options()
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestTheTelemetrySwitchAppliesToTheEmulator(t *testing.T) {
 }
 
 func TestTheInstrumentationIsOffByDefault(t *testing.T) {
-	s, err := compileClient(Config{})
+	s, err := Config{}.clientSettings()
 	require.NoError(t, err)
 	opts, err := clientSpec{Settings: s}.options()
 	require.NoError(t, err)
@@ -60,8 +60,8 @@ func TestImpersonationWrapsTheKeyFilesCredentials(t *testing.T) {
 		asked = o
 		return impersonated, nil
 	}
-	s, err := ClientOptions{ImpersonateServiceAccount: "writer@p.iam.gserviceaccount.com",
-		ImpersonateDelegates: []string{"a@p.iam.gserviceaccount.com", "b@p.iam.gserviceaccount.com"}}.settings(clientFieldNames, "")
+	s, err := Config{Client: ClientOptions{ImpersonateServiceAccount: "writer@p.iam.gserviceaccount.com",
+		ImpersonateDelegates: []string{"a@p.iam.gserviceaccount.com", "b@p.iam.gserviceaccount.com"}}, EmulatorEndpoint: ""}.clientSettings()
 	require.NoError(t, err)
 	opts, err := clientSpec{ServiceAccountKeyFile: "/keys/base.json", Settings: s}.options()
 	require.NoError(t, err)
@@ -86,9 +86,9 @@ func TestImpersonationWrapsTheKeyFilesCredentials(t *testing.T) {
 }
 
 func TestEachClientSettingHasItsOwnClient(t *testing.T) {
-	on, err := ClientOptions{Telemetry: TelemetryOn}.settings(clientFieldNames, "127.0.0.1:1")
+	on, err := Config{Client: ClientOptions{Telemetry: TelemetryOn}, EmulatorEndpoint: "127.0.0.1:1"}.clientSettings()
 	require.NoError(t, err)
-	off, err := ClientOptions{Telemetry: TelemetryOff}.settings(clientFieldNames, "127.0.0.1:1")
+	off, err := Config{Client: ClientOptions{Telemetry: TelemetryOff}, EmulatorEndpoint: "127.0.0.1:1"}.clientSettings()
 	require.NoError(t, err)
 	a, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1", Settings: on})
 	require.NoError(t, err)

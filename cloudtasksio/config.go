@@ -1,10 +1,9 @@
 package cloudtasksio
 
 import (
+	"fmt"
 	"strconv"
-	"time"
-
-	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"strings"
 )
 
 // Config describes one Cloud Tasks sink: where tasks go, how each element becomes a task, how
@@ -56,93 +55,6 @@ type Config struct {
 	// universe domain and its OpenTelemetry instrumentation. The zero value is the client
 	// library's defaults.
 	Client ClientOptions
-}
-
-// HTTPTarget builds tasks that Cloud Tasks delivers to an HTTP(S) endpoint.
-type HTTPTarget struct {
-	// URL is the absolute http or https URL every task calls. A `cloudtasks:"url"` field on
-	// the element overrides it per element; without such a field it is required.
-	URL string
-	// Method is the HTTP method: POST (the default), GET, HEAD, PUT, DELETE, PATCH or OPTIONS.
-	Method string
-	// Headers are sent with every task. A `cloudtasks:"headers"` field on the element
-	// replaces entries by case-insensitive name.
-	Headers map[string]string
-	// OIDC makes Cloud Tasks attach an OIDC token when it calls the URL. At most one of OIDC
-	// and OAuth may be set.
-	OIDC *OIDCToken
-	// OAuth makes Cloud Tasks attach an OAuth access token (for *.googleapis.com endpoints).
-	OAuth *OAuthToken
-	// Body encodes the element as the request body. It is used only under POST, PUT and
-	// PATCH; the zero Format sends no body.
-	Body formats.Format
-	// DispatchDeadline bounds each dispatch attempt of the task. Zero leaves the service
-	// default (10 minutes); otherwise it must lie in [15s, 30m]. A `cloudtasks:"dispatch-deadline"`
-	// field on the element overrides it per element.
-	DispatchDeadline time.Duration
-}
-
-// OIDCToken asks Cloud Tasks to sign an OIDC token for ServiceAccountEmail and send it as a
-// bearer token. Audience defaults to the task's URL when empty.
-type OIDCToken struct{ ServiceAccountEmail, Audience string }
-
-// OAuthToken asks Cloud Tasks to send an OAuth access token of ServiceAccountEmail. Scope
-// defaults to "https://www.googleapis.com/auth/cloud-platform" when empty.
-type OAuthToken struct{ ServiceAccountEmail, Scope string }
-
-// AppEngineTarget builds tasks that Cloud Tasks delivers to an App Engine application in the
-// queue's own project and region.
-type AppEngineTarget struct {
-	// RelativeURI is the path and query of the handler: empty (the root) or starting with
-	// "/". A `cloudtasks:"relative-uri"` field on the element overrides it per element.
-	RelativeURI string
-	// Method is the HTTP method: POST (the default), GET, HEAD, PUT, DELETE, PATCH or OPTIONS.
-	Method string
-	// Headers are sent with every task. Host, Content-Length, X-Google-* and X-AppEngine-*
-	// belong to the service and are rejected.
-	Headers map[string]string
-	// Routing selects the service, version and instance; nil leaves the choice to App Engine.
-	Routing *AppEngineRouting
-	// Body encodes the element as the request body. It is used only under POST and PUT.
-	Body formats.Format
-	// DispatchDeadline bounds each dispatch attempt of the task. Zero leaves the service
-	// default, which depends on the service's scaling type; otherwise it must lie in
-	// [15s, 24h0m15s]. A `cloudtasks:"dispatch-deadline"` field on the element overrides it
-	// per element.
-	DispatchDeadline time.Duration
-}
-
-// AppEngineRouting selects where in the application a task runs. Empty parts are chosen by
-// App Engine.
-type AppEngineRouting struct{ Service, Version, Instance string }
-
-// WriterOptions tune how fast and how persistently one worker creates tasks. The zero value
-// of every field means its default. They do not pace delivery: the queue does that.
-type WriterOptions struct {
-	// MaxInFlightTasks caps the creates one DoFn instance has outstanding, counting those in
-	// flight and those parked for a retry. Default 1000.
-	MaxInFlightTasks int
-	// ChannelPoolSize is the number of gRPC connections of the shared client. Each carries
-	// about 100 concurrent creates. Default 0: the client's single connection. Not allowed
-	// with an emulator.
-	ChannelPoolSize int
-	// RecoveryInitialBackoff is the first wait after UNAVAILABLE, DEADLINE_EXCEEDED or
-	// RESOURCE_EXHAUSTED. Default 100ms.
-	RecoveryInitialBackoff time.Duration
-	// RecoveryMaxBackoff caps that wait as it doubles. Default 10s.
-	RecoveryMaxBackoff time.Duration
-	// RecoveryMaxAttempts is the number of attempts, the first included, before a transient
-	// failure fails the bundle. Default 8.
-	RecoveryMaxAttempts int
-	// NotFoundRecoveryInitialBackoff is the first wait after NOT_FOUND. Default 500ms.
-	NotFoundRecoveryInitialBackoff time.Duration
-	// NotFoundRecoveryMaxBackoff caps the NOT_FOUND wait. Default 2s.
-	NotFoundRecoveryMaxBackoff time.Duration
-	// NotFoundRecoveryMaxAttempts is the number of NOT_FOUND attempts, the first included,
-	// before the bundle fails. Kept short so a mistyped queue fails fast. Default 3.
-	NotFoundRecoveryMaxAttempts int
-	// PerDestinationMetrics adds recordsSend and sendErrors counters per queue. Default false.
-	PerDestinationMetrics bool
 }
 
 // DeliveryGuarantee selects how tasks are created.
@@ -220,32 +132,145 @@ func enumName(typ string, v int, names ...string) string {
 	return typ + "(" + strconv.Itoa(v) + ")"
 }
 
-// StagedOptions tune exactly-once creation. They are checked at construction and again on
-// each worker; a value out of range is an error naming the field.
-type StagedOptions struct {
-	// NameRetention is how long the queue is assumed to remember a task name (H). Default 1h;
-	// positive, at most 31 days.
-	NameRetention time.Duration
-	// ClockSkewAllowance is the clock error allowed between workers (E). Default 5m; from 0
-	// to 24h.
-	ClockSkewAllowance time.Duration
-	// RequestTimeout bounds each create call (S). Default 20s; positive, at most 30m.
-	RequestTimeout time.Duration
-	// VerifyQueueRetention reads the queue's tombstone_ttl before the first create and fails
-	// when it is shorter than NameRetention. Default true.
-	VerifyQueueRetention bool
-	// ExpiredEnvelopePolicy decides what happens to a staged task past its deadline.
-	ExpiredEnvelopePolicy ExpiredEnvelopePolicy
+// validate checks every rule of c that needs no element type, in a fixed order, and returns
+// the first violation as a *fieldError. TryWrite runs it before the rules that need the element
+// type (compile); ConfigFromOptions runs it on the Config it parsed, so both report the same
+// rule the same way.
+func (c Config) validate() error {
+	switch {
+	case c.QueueFn != nil && !c.Queue.IsZero():
+		return errFields([]string{"Queue", "QueueFn"}, func(n namer) string {
+			return n("Queue") + " and " + n("QueueFn") + " are both set; set exactly one destination"
+		})
+	case c.QueueFn == nil && c.Queue.IsZero():
+		return errFields([]string{"Queue"}, func(n namer) string {
+			return "no destination: set " + n("Queue") + " or " + n("QueueFn")
+		})
+	case c.QueueFn == nil:
+		if err := c.Queue.check(); err != nil {
+			return err
+		}
+	}
+	targets := 0
+	for _, set := range []bool{c.HTTP != nil, c.AppEngine != nil, c.Serializer != nil} {
+		if set {
+			targets++
+		}
+	}
+	if targets != 1 {
+		return errFields([]string{"HTTP", "AppEngine", "Serializer"}, func(n namer) string {
+			return fmt.Sprintf("%d ways to build the task are set; set exactly one of %s, %s and %s", targets, n("HTTP"), n("AppEngine"), n("Serializer"))
+		})
+	}
+	if t := c.target(); t != nil {
+		if err := t.validate(); err != nil {
+			return err
+		}
+	}
+	if _, err := c.Writer.resolve(); err != nil {
+		return err
+	}
+	if c.OnFailure < FailBundle || c.OnFailure > DeadLetter {
+		return errField("OnFailure", "%v is not FailBundle, LogAndDrop or DeadLetter", c.OnFailure)
+	}
+	if _, err := c.staged(); err != nil {
+		return err
+	}
+	if c.EmulatorEndpoint != "" {
+		if err := checkEndpoint("EmulatorEndpoint", c.EmulatorEndpoint); err != nil {
+			return err
+		}
+		if c.ServiceAccountKeyFile != "" {
+			return errFields([]string{"EmulatorEndpoint", "ServiceAccountKeyFile"}, func(n namer) string {
+				return n("ServiceAccountKeyFile") + " cannot be used with " + n("EmulatorEndpoint") + ", whose plaintext connection carries no credentials"
+			})
+		}
+		if c.Writer.ChannelPoolSize != 0 {
+			return errFields([]string{"Writer.ChannelPoolSize", "EmulatorEndpoint"}, func(n namer) string {
+				return n("Writer.ChannelPoolSize") + " cannot be used with " + n("EmulatorEndpoint") + ", which always uses one plaintext connection"
+			})
+		}
+	}
+	if c.ServiceAccountKeyFile != "" && strings.TrimSpace(c.ServiceAccountKeyFile) == "" {
+		return errField("ServiceAccountKeyFile", "is blank")
+	}
+	if _, err := c.clientSettings(); err != nil {
+		return err
+	}
+	return nil
 }
 
-// DefaultStagedOptions returns the exactly-once defaults: 1h retention, 5m clock skew, 20s
-// request timeout, retention verified, expired envelopes fail the bundle.
-func DefaultStagedOptions() StagedOptions {
-	return StagedOptions{
-		NameRetention:         time.Hour,
-		ClockSkewAllowance:    5 * time.Minute,
-		RequestTimeout:        20 * time.Second,
-		VerifyQueueRetention:  true,
-		ExpiredEnvelopePolicy: ExpiredFail,
+// target returns the declarative target of c (HTTP or AppEngine), or nil when neither or
+// both are set.
+func (c Config) target() target {
+	switch {
+	case c.HTTP != nil && c.AppEngine == nil:
+		return c.HTTP
+	case c.AppEngine != nil && c.HTTP == nil:
+		return c.AppEngine
 	}
+	return nil
+}
+
+// fieldError is a construction error about Config fields. It carries no package prefix:
+// TryWrite adds "cloudtasksio: " once, and ConfigFromOptions turns it into an *OptionError for
+// the option key its table maps the field to.
+type fieldError struct {
+	// fields are the paths below Config of the fields the rule is about ("HTTP.URL",
+	// "Writer.RecoveryMaxBackoff", "Staged.NameRetention"), the one to blame first: the
+	// option form blames the first of them whose key was given.
+	fields []string
+	// entries are the map entries at fault when fields[0] is a map or a format's options
+	// (header names, format option names), else nil.
+	entries []string
+	// say renders the message, naming every field through n: Go names for TryWrite
+	// ("HTTPTarget.URL"), option keys for ConfigFromOptions ("http.url").
+	say func(n namer) string
+}
+
+// namer renders a Config field path for a message.
+type namer func(field string) string
+
+func (e *fieldError) Error() string { return e.say(goFieldName) }
+
+// errField is the common field error: the field's name, then what is wrong with it and what
+// is accepted.
+func errField(field, format string, args ...any) *fieldError {
+	msg := fmt.Sprintf(format, args...)
+	return &fieldError{fields: []string{field}, say: func(n namer) string { return n(field) + " " + msg }}
+}
+
+// errFields is a field error about a rule that involves several fields, blamed in order.
+func errFields(fields []string, say func(n namer) string) *fieldError {
+	return &fieldError{fields: fields, say: say}
+}
+
+// withEntries records the map entries (header names, format options) the error is about.
+func (e *fieldError) withEntries(entries ...string) *fieldError {
+	e.entries = entries
+	return e
+}
+
+// goTypeOfField names the struct type of the fields below a Config field, as messages spell
+// them ("HTTPTarget.URL" rather than "Config.HTTP.URL").
+var goTypeOfField = map[string]string{
+	"HTTP": "HTTPTarget", "AppEngine": "AppEngineTarget", "Writer": "WriterOptions", "Staged": "StagedOptions",
+}
+
+// goFieldName names a Config field path in TryWrite's errors: "HTTP.URL" is "HTTPTarget.URL",
+// "Staged" is "Config.Staged", "Client.Endpoint" is "Config.Client.Endpoint".
+func goFieldName(field string) string {
+	head, rest, nested := strings.Cut(field, ".")
+	if typ, ok := goTypeOfField[head]; ok && nested {
+		return typ + "." + rest
+	}
+	return "Config." + field
+}
+
+// configError gives a construction error its package prefix, once.
+func configError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("cloudtasksio: %w", err)
 }

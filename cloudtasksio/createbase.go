@@ -27,7 +27,7 @@ type createBase[T any] struct {
 func (b *createBase[T]) setup(spec *sinkSpec) error {
 	writer, err := spec.Writer.resolve()
 	if err != nil {
-		return err
+		return configError(err)
 	}
 	spec.Writer = writer
 	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)

@@ -1,15 +1,13 @@
 package cloudtasksio
 
 import (
-	"fmt"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
-// checkEndpoint validates an emulator endpoint ("host:port") and names field in its error.
-func checkEndpoint(field, endpoint string) error {
+// checkEndpoint validates an emulator endpoint ("host:port") as the Config field at path.
+func checkEndpoint(path, endpoint string) error {
 	if err := gcpconn.CheckEndpoint(endpoint); err != nil {
-		return fmt.Errorf("cloudtasksio: %s %w", field, err)
+		return errField(path, "%v", err)
 	}
 	return nil
 }

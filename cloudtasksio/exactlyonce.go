@@ -73,7 +73,7 @@ type stageFn struct {
 // TryWrite checked.
 func (f *stageFn) Setup() error {
 	if err := f.Spec.Staged.validate(); err != nil {
-		return err
+		return configError(err)
 	}
 	f.builders.spec = f.Spec
 	f.skipped = beam.NewCounter(MetricsNamespace, MetricRecordsSkipped)
@@ -173,7 +173,7 @@ type stagedCreate struct {
 // Setup checks the staged and writer options again, as the stage step does.
 func (f *stagedCreateFn) Setup() error {
 	if err := f.Spec.Staged.validate(); err != nil {
-		return err
+		return configError(err)
 	}
 	if err := f.setup(f.Spec); err != nil {
 		return err

@@ -23,21 +23,21 @@ func encodeUserFunc(field string, fn any, elem, ret reflect.Type) (*beam.Encoded
 	want := fmt.Sprintf("func(%v) (%v, error)", elem, ret)
 	t := reflect.TypeOf(fn)
 	if t == nil || t.Kind() != reflect.Func {
-		return nil, fmt.Errorf("cloudtasksio: Config.%s must be a function %s, got %T", field, want, fn)
+		return nil, fmt.Errorf("Config.%s must be a function %s, got %T", field, want, fn)
 	}
 	if reflect.ValueOf(fn).IsNil() {
-		return nil, fmt.Errorf("cloudtasksio: Config.%s is a nil function", field)
+		return nil, fmt.Errorf("Config.%s is a nil function", field)
 	}
 	if t.NumIn() != 1 || t.IsVariadic() || !elem.AssignableTo(t.In(0)) ||
 		t.NumOut() != 2 || t.Out(0) != ret || t.Out(1) != errorType {
-		return nil, fmt.Errorf("cloudtasksio: Config.%s has type %v; want %s for this PCollection", field, t, want)
+		return nil, fmt.Errorf("Config.%s has type %v; want %s for this PCollection", field, t, want)
 	}
 	name := reflectx.FunctionName(fn)
 	if closureName.MatchString(name) {
-		return nil, fmt.Errorf("cloudtasksio: Config.%s is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", field, name)
+		return nil, fmt.Errorf("Config.%s is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", field, name)
 	}
 	if !registered(name, t) {
-		return nil, fmt.Errorf("cloudtasksio: Config.%s (%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
+		return nil, fmt.Errorf("Config.%s (%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
 			field, name, t.In(0), ret, shortName(name))
 	}
 	f := reflectx.MakeFunc(fn)

@@ -5,6 +5,35 @@ import (
 	"time"
 )
 
+// WriterOptions tune how fast and how persistently one worker creates tasks. The zero value
+// of every field means its default. They do not pace delivery: the queue does that.
+type WriterOptions struct {
+	// MaxInFlightTasks caps the creates one DoFn instance has outstanding, counting those in
+	// flight and those parked for a retry. Default 1000.
+	MaxInFlightTasks int
+	// ChannelPoolSize is the number of gRPC connections of the shared client. Each carries
+	// about 100 concurrent creates. Default 0: the client's single connection. Not allowed
+	// with an emulator.
+	ChannelPoolSize int
+	// RecoveryInitialBackoff is the first wait after UNAVAILABLE, DEADLINE_EXCEEDED or
+	// RESOURCE_EXHAUSTED. Default 100ms.
+	RecoveryInitialBackoff time.Duration
+	// RecoveryMaxBackoff caps that wait as it doubles. Default 10s.
+	RecoveryMaxBackoff time.Duration
+	// RecoveryMaxAttempts is the number of attempts, the first included, before a transient
+	// failure fails the bundle. Default 8.
+	RecoveryMaxAttempts int
+	// NotFoundRecoveryInitialBackoff is the first wait after NOT_FOUND. Default 500ms.
+	NotFoundRecoveryInitialBackoff time.Duration
+	// NotFoundRecoveryMaxBackoff caps the NOT_FOUND wait. Default 2s.
+	NotFoundRecoveryMaxBackoff time.Duration
+	// NotFoundRecoveryMaxAttempts is the number of NOT_FOUND attempts, the first included,
+	// before the bundle fails. Kept short so a mistyped queue fails fast. Default 3.
+	NotFoundRecoveryMaxAttempts int
+	// PerDestinationMetrics adds recordsSend and sendErrors counters per queue. Default false.
+	PerDestinationMetrics bool
+}
+
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
 // field stands for: 1000 tasks in flight, the client's single connection, a transient budget
 // of 8 attempts backing off from 100ms to at most 10s, a NOT_FOUND budget of 3 attempts
@@ -30,11 +59,6 @@ const (
 	maxAttempts        = 1_000
 )
 
-// rangeError reports a WriterOptions field whose value is out of range.
-type rangeError struct{ field, msg string }
-
-func (e *rangeError) Error() string { return "cloudtasksio: WriterOptions." + e.field + " " + e.msg }
-
 // resolve fills zero fields with defaults and rejects negative or inconsistent values.
 func (o WriterOptions) resolve() (WriterOptions, error) {
 	d := DefaultWriterOptions()
@@ -50,7 +74,7 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	}
 	for _, f := range ints {
 		if *f.v < 0 || *f.v > f.max {
-			return o, &rangeError{field: f.name, msg: fmt.Sprintf("is %d; it must lie in 1..%d (0 means the default %d)", *f.v, f.max, f.def)}
+			return o, errField("Writer."+f.name, "is %d; it must lie in 1..%d (0 means the default %d)", *f.v, f.max, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
@@ -68,29 +92,27 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	}
 	for _, f := range durations {
 		if *f.v < 0 {
-			return o, fmt.Errorf("cloudtasksio: WriterOptions.%s is %v; it must be positive (0 means the default %v)", f.name, *f.v, f.def)
+			return o, errField("Writer."+f.name, "is %v; it must be positive (0 means the default %v)", *f.v, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
 		}
 	}
-	if o.RecoveryMaxBackoff < o.RecoveryInitialBackoff {
-		return o, &backoffError{budget: "Recovery", initial: o.RecoveryInitialBackoff, max: o.RecoveryMaxBackoff}
-	}
-	if o.NotFoundRecoveryMaxBackoff < o.NotFoundRecoveryInitialBackoff {
-		return o, &backoffError{budget: "NotFoundRecovery", initial: o.NotFoundRecoveryInitialBackoff, max: o.NotFoundRecoveryMaxBackoff}
+	for _, budget := range []struct {
+		name         string
+		initial, max time.Duration
+	}{
+		{"Recovery", o.RecoveryInitialBackoff, o.RecoveryMaxBackoff},
+		{"NotFoundRecovery", o.NotFoundRecoveryInitialBackoff, o.NotFoundRecoveryMaxBackoff},
+	} {
+		if budget.max < budget.initial {
+			// Both fields make the rule; the option form blames the max when it was given.
+			maxField, initialField := "Writer."+budget.name+"MaxBackoff", "Writer."+budget.name+"InitialBackoff"
+			return o, errFields([]string{maxField, initialField}, func(n namer) string {
+				return fmt.Sprintf("%s %v is below initial backoff %s %v; raise the max or lower the initial backoff",
+					n(maxField), budget.max, n(initialField), budget.initial)
+			})
+		}
 	}
 	return o, nil
-}
-
-// backoffError reports a retry budget whose maximum backoff is below its initial one. budget
-// is the field prefix: "Recovery" or "NotFoundRecovery".
-type backoffError struct {
-	budget       string
-	initial, max time.Duration
-}
-
-func (e *backoffError) Error() string {
-	return fmt.Sprintf("cloudtasksio: WriterOptions.%sMaxBackoff %v is below the initial backoff %sInitialBackoff %v",
-		e.budget, e.max, e.budget, e.initial)
 }

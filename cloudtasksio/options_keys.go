@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,108 +12,292 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // This file maps the flat option keys of templates and flags (the SQL connector's WITH
-// options) onto a Config. docs/options.md is the user reference of every key.
+// options) onto a Config through one table: a row per key (or per family of keys, such as the
+// headers) with the Config field it sets, what it accepts and how its value is parsed. The
+// target families contribute their rows from http.go and appengine.go. docs/options.md is the
+// user reference of every key.
 
-// Option keys of ConfigFromOptions that are not header or format-option families.
-const (
-	optProject  = "project"
-	optLocation = "location"
-	optQueue    = "queue"
-
-	optTargetType = "target.type"
-
-	optHTTPURL              = "http.url"
-	optHTTPMethod           = "http.method"
-	optHTTPOIDCEmail        = "http.oidc.service-account-email"
-	optHTTPOIDCAudience     = "http.oidc.audience"
-	optHTTPOAuthEmail       = "http.oauth.service-account-email"
-	optHTTPOAuthScope       = "http.oauth.scope"
-	optHTTPDispatchDeadline = "http.dispatch-deadline"
-
-	optAppEngineRelativeURI = "app-engine.relative-uri"
-	optAppEngineMethod      = "app-engine.method"
-	optAppEngineService     = "app-engine.service"
-	optAppEngineVersion     = "app-engine.version"
-	optAppEngineInstance    = "app-engine.instance"
-	optAppEngineDeadline    = "app-engine.dispatch-deadline"
-
-	optFormat = "format"
-
-	optServiceAccountKeyFile = "service-account-key-file"
-	optEmulatorEndpoint      = "emulator-endpoint"
-
-	optClientEndpoint     = "client.endpoint"
-	optClientQuotaProject = "client.quota-project"
-	optClientImpersonate  = "client.impersonate-service-account"
-	optClientDelegates    = "client.impersonate-delegates"
-	optClientUniverse     = "client.universe-domain"
-	optClientTelemetry    = "client.telemetry"
-
-	optDelivery = "sink.delivery-guarantee"
-
-	optStagedNameRetention  = "sink.staged.name-retention"
-	optStagedClockSkew      = "sink.staged.clock-skew-allowance"
-	optStagedRequestTimeout = "sink.staged.request-timeout"
-	optStagedVerify         = "sink.staged.verify-queue-retention"
-	optStagedExpiredPolicy  = "sink.staged.expired-envelope-policy"
-
-	optMaxInFlight         = "sink.in-flight.max-tasks"
-	optChannelPoolSize     = "sink.channel-pool-size"
-	optRecoveryInitial     = "sink.recovery.initial-backoff"
-	optRecoveryMax         = "sink.recovery.max-backoff"
-	optRecoveryAttempts    = "sink.recovery.max-attempts"
-	optNotFoundInitial     = "sink.recovery.not-found.initial-backoff"
-	optNotFoundMax         = "sink.recovery.not-found.max-backoff"
-	optNotFoundAttempts    = "sink.recovery.not-found.max-attempts"
-	optPerDestinationStats = "sink.metrics.per-destination"
-
-	// Prefixes of the header families: the rest of the key is the header name.
-	optHTTPHeaders      = "http.headers."
-	optAppEngineHeaders = "app-engine.headers."
-
-	// Prefixes of the two target families: every key under one is rejected for the other.
-	prefixHTTP      = "http."
-	prefixAppEngine = "app-engine."
-	prefixStaged    = "sink.staged."
-)
-
-// fixedOptionKeys lists every option key that is not a header or a format option, in the order
-// of the documentation.
-var fixedOptionKeys = []string{
-	optProject, optLocation, optQueue, optTargetType,
-	optHTTPURL, optHTTPMethod, optHTTPOIDCEmail, optHTTPOIDCAudience, optHTTPOAuthEmail,
-	optHTTPOAuthScope, optHTTPDispatchDeadline,
-	optAppEngineRelativeURI, optAppEngineMethod, optAppEngineService, optAppEngineVersion,
-	optAppEngineInstance, optAppEngineDeadline,
-	optFormat, optServiceAccountKeyFile, optEmulatorEndpoint,
-	optClientEndpoint, optClientQuotaProject, optClientImpersonate, optClientDelegates,
-	optClientUniverse, optClientTelemetry,
-	optDelivery, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
-	optStagedVerify, optStagedExpiredPolicy,
-	optMaxInFlight, optChannelPoolSize, optRecoveryInitial, optRecoveryMax, optRecoveryAttempts,
-	optNotFoundInitial, optNotFoundMax, optNotFoundAttempts, optPerDestinationStats,
+// optionRow is one option key of ConfigFromOptions, like a flag of a flag.FlagSet.
+type optionRow struct {
+	// key is the option key, or with prefix the start shared by a family of keys whose rest
+	// is an entry: a header name ("http.headers.X-Trace") or a format option ("csv.null-literal").
+	key    string
+	prefix bool
+	// entries lists the entries a prefix row accepts; nil accepts any (header names).
+	entries []string
+	// family is the target family the key belongs to; 0 for keys of every target.
+	family targetFamily
+	// fields are the Config field paths the key sets: a field error about one of them, or
+	// about a field below one, names this key.
+	fields []string
+	// help says what the key accepts, for errors.
+	help string
+	// required keys must be given; blankOK keys accept an empty value.
+	required, blankOK bool
+	// set parses value and stores it in cfg; why says what is wrong with a rejected value.
+	set func(cfg *Config, entry, value string) (why string)
 }
 
-// blankAllowed are the keys whose empty value means something; every other key rejects a
-// blank value. Header values and format options are handled separately.
-var blankAllowed = map[string]bool{optAppEngineRelativeURI: true}
+// valueKind parses one kind of option value: help says what it accepts; parse returns the
+// value, or why it is rejected.
+type valueKind[T any] struct {
+	help  string
+	parse func(v string) (T, string)
+}
 
-// Accepted values of the enumerated keys, as listed in errors and docs.
+// optionOf is the row of a key whose value of kind k is stored where field points.
+func optionOf[T any](key, path string, k valueKind[T], field func(*Config) *T) optionRow {
+	return optionRow{key: key, fields: []string{path}, help: k.help, set: func(cfg *Config, _, v string) string {
+		x, why := k.parse(v)
+		if why == "" {
+			*field(cfg) = x
+		}
+		return why
+	}}
+}
+
+// of returns r as a key of target family f.
+func (r optionRow) of(f targetFamily) optionRow { r.family = f; return r }
+
+// withHelp returns r saying help instead of its kind's.
+func (r optionRow) withHelp(help string) optionRow { r.help = help; return r }
+
+// blank returns r accepting an empty value.
+func (r optionRow) blank() optionRow { r.blankOK = true; return r }
+
+// sets reports whether r sets field or a field below it.
+func (r optionRow) sets(field string) bool {
+	return slices.ContainsFunc(r.fields, func(f string) bool { return f == field || strings.HasPrefix(f, field+".") })
+}
+
+// The value kinds of the option table.
 var (
-	targetTypeValues     = []string{"http", "app-engine"}
-	deliveryValues       = []string{"at-least-once", "exactly-once"}
-	expiredPolicyByValue = map[string]ExpiredEnvelopePolicy{
-		"fail": ExpiredFail, "assume-created": ExpiredAssumeCreated,
-		"create-anyway": ExpiredCreateAnyway, "drop": ExpiredDrop,
-		// The Flink connector's spelling: "committed" is its word for created.
-		"assume-committed": ExpiredAssumeCreated,
-	}
-	expiredPolicyValues = []string{"fail", "assume-created (or assume-committed)", "create-anyway", "drop"}
+	textValue = valueKind[string]{help: "accepted: a non-blank value", parse: func(v string) (string, string) { return v, "" }}
+	// tokenValue is a name without whitespace (App Engine routing).
+	tokenValue = valueKind[string]{help: "accepted: a name without whitespace", parse: func(v string) (string, string) {
+		if strings.IndexFunc(v, isSpace) >= 0 {
+			return "", "must contain no whitespace"
+		}
+		return v, ""
+	}}
+	// methodValue is upper-cased; the target's validation checks it.
+	methodValue = valueKind[string]{help: "accepted: " + methodList, parse: func(v string) (string, string) { return strings.ToUpper(v), "" }}
+	// listValue is comma-separated, blanks around an entry are not part of it.
+	listValue = valueKind[[]string]{help: "accepted: a comma-separated list", parse: func(v string) ([]string, string) {
+		var out []string
+		for d := range strings.SplitSeq(v, ",") {
+			out = append(out, strings.TrimSpace(d))
+		}
+		return out, ""
+	}}
+	durationValue       = durationKind(false)
+	durationOrZeroValue = durationKind(true)
+	positiveIntValue    = valueKind[int]{help: "accepted: a decimal integer of at least 1", parse: func(v string) (int, string) {
+		n, err := strconv.ParseInt(v, 10, 0)
+		if err != nil {
+			return 0, fmt.Sprintf("value %s is not a decimal integer; accepted: an integer of at least 1", quoteValue(v))
+		}
+		if n < 1 {
+			return 0, fmt.Sprintf("value %s is below 1; accepted: an integer of at least 1", quoteValue(v))
+		}
+		return int(n), ""
+	}}
+	boolValue = valueKind[bool]{help: "accepted: true, false", parse: func(v string) (bool, string) {
+		switch {
+		case strings.EqualFold(v, "true"):
+			return true, ""
+		case strings.EqualFold(v, "false"):
+			return false, ""
+		}
+		return false, fmt.Sprintf("value %s is not accepted; accepted: true, false", quoteValue(v))
+	}}
 )
+
+// durationKind is a Go duration: positive, or not negative with allowZero.
+func durationKind(allowZero bool) valueKind[time.Duration] {
+	return valueKind[time.Duration]{help: "accepted: a Go duration such as 500ms, 10s or 1h", parse: func(v string) (time.Duration, string) {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil:
+			return 0, fmt.Sprintf("value %s is not a duration; accepted: a Go duration such as 500ms, 10s, 1m30s or 2h", quoteValue(v))
+		case d < 0:
+			return 0, fmt.Sprintf("value %s is negative; accepted: a positive duration", quoteValue(v))
+		case d == 0 && !allowZero:
+			return 0, fmt.Sprintf("value %s is zero; accepted: a positive duration", quoteValue(v))
+		}
+		return d, ""
+	}}
+}
+
+// enumValue matches one of the names, in any letter case; accepted lists them for errors.
+func enumValue[T any](accepted string, byName map[string]T) valueKind[T] {
+	return valueKind[T]{help: "accepted: " + accepted, parse: func(v string) (T, string) {
+		x, ok := byName[strings.ToLower(v)]
+		if !ok {
+			return x, fmt.Sprintf("value %s is not accepted; accepted: %s", quoteValue(v), accepted)
+		}
+		return x, ""
+	}}
+}
+
+// Option keys named outside their row.
+const (
+	optTargetType       = "target.type"
+	optFormat           = "format"
+	optHTTPHeaders      = "http.headers."
+	optAppEngineHeaders = "app-engine.headers."
+)
+
+// queuePart is the row of a required part of the fixed queue.
+func queuePart(key, path string, part func(*Queue) *string) optionRow {
+	r := optionOf(key, path, textValue, func(c *Config) *string { return part(&c.Queue) })
+	r.required = true
+	return r.withHelp("the key is required and names part of the queue path")
+}
+
+// stagedOf returns cfg.Staged, set to the defaults on first use: a staged key changes only
+// its own field.
+func stagedOf(cfg *Config) *StagedOptions {
+	if cfg.Staged == nil {
+		d := DefaultStagedOptions()
+		cfg.Staged = &d
+	}
+	return cfg.Staged
+}
+
+// bodyOf returns the body format of cfg's target.
+func bodyOf(cfg *Config) *formats.Format {
+	if cfg.AppEngine != nil {
+		return &cfg.AppEngine.Body
+	}
+	return &cfg.HTTP.Body
+}
+
+// bodyFields are the fields the format keys set, whichever the target.
+var bodyFields = []string{"HTTP.Body", "AppEngine.Body"}
+
+// formatRows are the format key and a prefix row per format with options ("csv.").
+func formatRows() []optionRow {
+	names := bodyformat.Names()
+	byName := map[string]string{}
+	for _, n := range names {
+		byName[n] = n
+	}
+	format := optionOf(optFormat, "", enumValue(strings.Join(names, ", ")+" (leave the key out to send no body)", byName),
+		func(c *Config) *string { return &bodyOf(c).Name })
+	format.fields = bodyFields
+	rows := []optionRow{format}
+	for _, name := range names {
+		if options, _ := bodyformat.OptionKeys(name); len(options) > 0 {
+			rows = append(rows, optionRow{key: name + ".", prefix: true, entries: options, fields: bodyFields, blankOK: true,
+				help: "accepted: the options of format " + name,
+				set:  func(c *Config, entry, v string) string { *bodyOf(c) = bodyOf(c).With(entry, v); return "" }})
+		}
+	}
+	return rows
+}
+
+// headerRow is the row of a target family's header entries under prefix.
+func headerRow(prefix, path string, f targetFamily, headers func(*Config) *map[string]string) optionRow {
+	return optionRow{key: prefix, prefix: true, family: f, fields: []string{path}, blankOK: true,
+		help: "accepted: a header value (the rest of the key is the header name)",
+		set: func(c *Config, name, v string) string {
+			h := headers(c)
+			if *h == nil {
+				*h = map[string]string{}
+			}
+			(*h)[name] = v
+			return ""
+		}}
+}
+
+// optionTable is every option key, in the order of docs/options.md.
+var optionTable = slices.Concat(
+	[]optionRow{
+		queuePart("project", "Queue.Project", func(q *Queue) *string { return &q.Project }),
+		queuePart("location", "Queue.Location", func(q *Queue) *string { return &q.Location }),
+		queuePart("queue", "Queue.Name", func(q *Queue) *string { return &q.Name }),
+		{key: optTargetType, help: "accepted: http, app-engine"}, // read first, by ConfigFromOptions itself
+	},
+	httpOptionRows,
+	appEngineOptionRows,
+	formatRows()[:1],
+	[]optionRow{
+		optionOf("service-account-key-file", "ServiceAccountKeyFile", textValue, func(c *Config) *string { return &c.ServiceAccountKeyFile }).
+			withHelp("accepted: the path of a service-account JSON key"),
+		optionOf("emulator-endpoint", "EmulatorEndpoint", textValue, func(c *Config) *string { return &c.EmulatorEndpoint }).
+			withHelp("accepted: host:port"),
+		optionOf("client.endpoint", "Client.Endpoint", textValue, func(c *Config) *string { return &c.Client.Endpoint }).
+			withHelp("accepted: a TLS endpoint host:port"),
+		optionOf("client.quota-project", "Client.QuotaProject", textValue, func(c *Config) *string { return &c.Client.QuotaProject }).
+			withHelp("accepted: a project id"),
+		optionOf("client.impersonate-service-account", "Client.ImpersonateServiceAccount", textValue,
+			func(c *Config) *string { return &c.Client.ImpersonateServiceAccount }).withHelp("accepted: a service-account e-mail address"),
+		optionOf("client.impersonate-delegates", "Client.ImpersonateDelegates", listValue,
+			func(c *Config) *[]string { return &c.Client.ImpersonateDelegates }).withHelp("accepted: comma-separated service-account e-mail addresses"),
+		optionOf("client.universe-domain", "Client.UniverseDomain", textValue, func(c *Config) *string { return &c.Client.UniverseDomain }).
+			withHelp("accepted: a domain name such as googleapis.com"),
+		optionOf("client.telemetry", "Client.Telemetry", enumValue("on, off", map[string]Telemetry{"on": TelemetryOn, "off": TelemetryOff}),
+			func(c *Config) *Telemetry { return &c.Client.Telemetry }),
+		optionOf("sink.delivery-guarantee", "Delivery", enumValue("at-least-once, exactly-once",
+			map[string]DeliveryGuarantee{"at-least-once": AtLeastOnce, "exactly-once": ExactlyOnce}),
+			func(c *Config) *DeliveryGuarantee { return &c.Delivery }),
+		optionOf("sink.staged.name-retention", "Staged.NameRetention", durationValue, func(c *Config) *time.Duration { return &stagedOf(c).NameRetention }),
+		optionOf("sink.staged.clock-skew-allowance", "Staged.ClockSkewAllowance", durationOrZeroValue,
+			func(c *Config) *time.Duration { return &stagedOf(c).ClockSkewAllowance }),
+		optionOf("sink.staged.request-timeout", "Staged.RequestTimeout", durationValue, func(c *Config) *time.Duration { return &stagedOf(c).RequestTimeout }),
+		optionOf("sink.staged.verify-queue-retention", "Staged.VerifyQueueRetention", boolValue,
+			func(c *Config) *bool { return &stagedOf(c).VerifyQueueRetention }),
+		optionOf("sink.staged.expired-envelope-policy", "Staged.ExpiredEnvelopePolicy", enumValue("fail, assume-created (or assume-committed), create-anyway, drop",
+			map[string]ExpiredEnvelopePolicy{"fail": ExpiredFail, "assume-created": ExpiredAssumeCreated,
+				"create-anyway": ExpiredCreateAnyway, "drop": ExpiredDrop,
+				// The Flink connector's spelling: "committed" is its word for created.
+				"assume-committed": ExpiredAssumeCreated}),
+			func(c *Config) *ExpiredEnvelopePolicy { return &stagedOf(c).ExpiredEnvelopePolicy }),
+		optionOf("sink.in-flight.max-tasks", "Writer.MaxInFlightTasks", positiveIntValue, func(c *Config) *int { return &c.Writer.MaxInFlightTasks }),
+		optionOf("sink.channel-pool-size", "Writer.ChannelPoolSize", positiveIntValue, func(c *Config) *int { return &c.Writer.ChannelPoolSize }),
+		optionOf("sink.recovery.initial-backoff", "Writer.RecoveryInitialBackoff", durationValue,
+			func(c *Config) *time.Duration { return &c.Writer.RecoveryInitialBackoff }),
+		optionOf("sink.recovery.max-backoff", "Writer.RecoveryMaxBackoff", durationValue, func(c *Config) *time.Duration { return &c.Writer.RecoveryMaxBackoff }),
+		optionOf("sink.recovery.max-attempts", "Writer.RecoveryMaxAttempts", positiveIntValue, func(c *Config) *int { return &c.Writer.RecoveryMaxAttempts }),
+		optionOf("sink.recovery.not-found.initial-backoff", "Writer.NotFoundRecoveryInitialBackoff", durationValue,
+			func(c *Config) *time.Duration { return &c.Writer.NotFoundRecoveryInitialBackoff }),
+		optionOf("sink.recovery.not-found.max-backoff", "Writer.NotFoundRecoveryMaxBackoff", durationValue,
+			func(c *Config) *time.Duration { return &c.Writer.NotFoundRecoveryMaxBackoff }),
+		optionOf("sink.recovery.not-found.max-attempts", "Writer.NotFoundRecoveryMaxAttempts", positiveIntValue,
+			func(c *Config) *int { return &c.Writer.NotFoundRecoveryMaxAttempts }),
+		optionOf("sink.metrics.per-destination", "Writer.PerDestinationMetrics", boolValue, func(c *Config) *bool { return &c.Writer.PerDestinationMetrics }),
+	},
+	formatRows()[1:],
+)
+
+// fixedOptionKeys lists every key of the table that is not a prefix, in table order.
+var fixedOptionKeys = func() []string {
+	var keys []string
+	for _, r := range optionTable {
+		if !r.prefix {
+			keys = append(keys, r.key)
+		}
+	}
+	return keys
+}()
+
+// rowOf returns the row of key k and the entry after a prefix row's key.
+func rowOf(k string) (r optionRow, entry string, ok bool) {
+	for _, r := range optionTable {
+		if r.prefix {
+			if rest, found := strings.CutPrefix(k, r.key); found {
+				return r, rest, true
+			}
+		} else if r.key == k {
+			return r, "", true
+		}
+	}
+	return optionRow{}, "", false
+}
 
 // unsupportedKeys are keys of the Flink connector that have no counterpart here, with the
 // reason; docs/options.md lists them among the differences.
@@ -181,10 +366,17 @@ func optErr(key, format string, args ...any) *OptionError {
 // The Config has no QueueFn, Serializer or TaskIDFn and its OnFailure is FailBundle; set those
 // fields on the result when needed.
 func ConfigFromOptions(opts map[string]string) (Config, error) {
-	p := &optionParser{opts: opts}
+	p := &optionParser{opts: opts, keys: slices.Sorted(maps.Keys(opts))}
 	cfg, err := p.config()
 	if err != nil {
 		return Config{}, err
+	}
+	if err := cfg.validate(); err != nil {
+		var fe *fieldError
+		if !errors.As(err, &fe) {
+			return Config{}, err
+		}
+		return Config{}, p.optionError(fe, cfg)
 	}
 	return cfg, nil
 }
@@ -193,77 +385,180 @@ func ConfigFromOptions(opts map[string]string) (Config, error) {
 // check order.
 type optionParser struct {
 	opts map[string]string
+	keys []string // the given keys in lexical order
 }
 
-func (p *optionParser) get(key string) (string, bool) {
-	v, ok := p.opts[key]
-	return v, ok
+func (p *optionParser) given(key string) bool {
+	_, ok := p.opts[key]
+	return ok
 }
 
-// sortedKeys returns the option keys in lexical order.
-func (p *optionParser) sortedKeys() []string {
-	keys := make([]string, 0, len(p.opts))
-	for k := range p.opts {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
+// config checks the keys and parses their values into a Config through the table, in a fixed
+// order: unknown keys, blank values, missing queue keys, the target type, keys of the other
+// target family, format options without their format, then each row's value in table order.
 func (p *optionParser) config() (Config, error) {
-	keys := p.sortedKeys()
-	for _, k := range keys {
+	for _, k := range p.keys {
 		if err := checkKnownKey(k); err != nil {
 			return Config{}, err
 		}
 	}
-	for _, k := range keys {
-		if fixedKey(k) && !blankAllowed[k] && strings.TrimSpace(p.opts[k]) == "" {
-			return Config{}, optErr(k, "the value is blank; %s", describeKey(k))
+	for _, k := range p.keys {
+		if r, _, _ := rowOf(k); !r.blankOK && strings.TrimSpace(p.opts[k]) == "" {
+			return Config{}, optErr(k, "the value is blank; %s", r.help)
+		}
+	}
+	for _, r := range optionTable {
+		if r.required && !p.given(r.key) {
+			return Config{}, optErr(r.key, "is required (the fixed queue is projects/<project>/locations/<location>/queues/<queue>)")
 		}
 	}
 
 	var cfg Config
-	q, err := p.queue()
-	if err != nil {
-		return Config{}, err
-	}
-	cfg.Queue = q
-
-	family, err := p.targetFamily(keys)
-	if err != nil {
-		return Config{}, err
-	}
-	body, err := p.format(keys)
-	if err != nil {
-		return Config{}, err
+	family := familyHTTP
+	if v, ok := p.opts[optTargetType]; ok {
+		f, why := enumValue("http, app-engine", map[string]targetFamily{"http": familyHTTP, "app-engine": familyAppEngine}).parse(v)
+		if why != "" {
+			return Config{}, optErr(optTargetType, "%s", why)
+		}
+		family = f
 	}
 	if family == familyHTTP {
-		if cfg.HTTP, err = p.httpTarget(keys, body); err != nil {
-			return Config{}, err
-		}
+		cfg.HTTP = &HTTPTarget{Method: "POST"}
 	} else {
-		if cfg.AppEngine, err = p.appEngineTarget(keys, body); err != nil {
-			return Config{}, err
+		cfg.AppEngine = &AppEngineTarget{Method: "POST"}
+	}
+	for _, k := range p.keys {
+		if r, _, _ := rowOf(k); r.family != 0 && r.family != family {
+			return Config{}, optErr(k, "belongs to target.type %s, but target.type is %s", r.family, family)
 		}
 	}
-	if err := p.client(&cfg); err != nil {
-		return Config{}, err
+	format, hasFormat := p.opts[optFormat]
+	format = strings.ToLower(format)
+	for _, k := range p.keys {
+		if fname, _, ok := formatOptionKey(k); ok && (!hasFormat || fname != format) {
+			current := "not set"
+			if hasFormat {
+				current = format
+			}
+			return Config{}, optErr(k, "applies to format %s, but format is %s", fname, current)
+		}
 	}
-	if err := p.delivery(keys, &cfg); err != nil {
-		return Config{}, err
-	}
-	if cfg.Writer, err = p.writer(); err != nil {
-		return Config{}, err
-	}
-	if cfg.Writer.ChannelPoolSize != 0 && cfg.EmulatorEndpoint != "" {
-		return Config{}, optErr(optChannelPoolSize, "cannot be combined with %q: an emulator always uses one plaintext connection", optEmulatorEndpoint)
+
+	for _, r := range optionTable {
+		if r.set == nil {
+			continue
+		}
+		for _, k := range p.keysOf(r) {
+			entry, _ := strings.CutPrefix(k, r.key)
+			if why := r.set(&cfg, entry, p.opts[k]); why != "" {
+				return Config{}, optErr(k, "%s", why)
+			}
+		}
 	}
 	return cfg, nil
 }
 
-// fixedKey reports whether k is one of fixedOptionKeys.
-func fixedKey(k string) bool { return slices.Contains(fixedOptionKeys, k) }
+// keysOf returns the given keys of row r: its key, or every key under its prefix.
+func (p *optionParser) keysOf(r optionRow) []string {
+	if !r.prefix {
+		if p.given(r.key) {
+			return []string{r.key}
+		}
+		return nil
+	}
+	var keys []string
+	for _, k := range p.keys {
+		if strings.HasPrefix(k, r.key) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// optionError turns a field error of the parsed Config into an *OptionError for the key the
+// table maps its field to, with the message naming every field by its key.
+func (p *optionParser) optionError(fe *fieldError, cfg Config) *OptionError {
+	key := p.blame(fe)
+	reason := fe.say(optionKeyName)
+	if r, _, _ := rowOf(key); !r.prefix && len(fe.entries) > 0 {
+		// The error is about options of the format, but none was given (an option the format
+		// requires): name their keys.
+		var keys []string
+		for _, e := range fe.entries {
+			keys = append(keys, bodyOf(&cfg).Name+"."+e)
+		}
+		if len(keys) > 0 {
+			reason += " (key " + strings.Join(keys, ", ") + ")"
+		}
+	}
+	return &OptionError{Key: key, Reason: reason}
+}
+
+// blame returns the key a field error names: for the first of its fields that a given key
+// sets, that key (in table order; for an error about entries, the given key of the first
+// entry in key order).
+func (p *optionParser) blame(fe *fieldError) string {
+	for _, field := range fe.fields {
+		for _, r := range optionTable {
+			if !r.sets(field) {
+				continue
+			}
+			for _, k := range p.keysOf(r) {
+				entry, _ := strings.CutPrefix(k, r.key)
+				if !r.prefix && len(fe.entries) == 0 || r.prefix && (len(fe.entries) == 0 || slices.Contains(fe.entries, entry)) {
+					return k
+				}
+			}
+		}
+	}
+	// No given key is about the entries (a format option the format requires): the first given
+	// key of the field, else its first key.
+	for _, r := range optionTable {
+		if keys := p.keysOf(r); r.sets(fe.fields[0]) && len(keys) > 0 {
+			return keys[0]
+		}
+	}
+	for _, r := range optionTable {
+		if !r.prefix && r.sets(fe.fields[0]) {
+			return r.key
+		}
+	}
+	return fe.fields[0]
+}
+
+// optionKeyName names a Config field by its option key in ConfigFromOptions' errors: the key
+// of the one row that sets it, the shared start of several ("http.oidc.*"), or the prefix of
+// a key family ("http.headers"). A field no key sets keeps its Go name.
+func optionKeyName(field string) string {
+	var keys, prefixes []string
+	for _, r := range optionTable {
+		if r.sets(field) {
+			if r.prefix {
+				prefixes = append(prefixes, strings.TrimSuffix(r.key, "."))
+			} else {
+				keys = append(keys, r.key)
+			}
+		}
+	}
+	switch {
+	case len(keys) == 1:
+		return keys[0]
+	case len(keys) > 1:
+		common := keys[0]
+		for _, k := range keys[1:] {
+			for !strings.HasPrefix(k, common) {
+				common = common[:strings.LastIndexByte(common, '.')+1]
+			}
+		}
+		if common == "" {
+			return strings.Join(keys, ", ")
+		}
+		return common + "*"
+	case len(prefixes) > 0:
+		return prefixes[0]
+	}
+	return goFieldName(field)
+}
 
 // formatOptionKey splits "<format>.<option>" for a known format name.
 func formatOptionKey(k string) (format, option string, ok bool) {
@@ -275,27 +570,20 @@ func formatOptionKey(k string) (format, option string, ok bool) {
 	return "", "", false
 }
 
-// checkKnownKey rejects a key that is neither fixed, nor a header entry, nor an option of a
-// known format.
+// checkKnownKey rejects a key that is not in the table (or not an accepted entry of a format).
 func checkKnownKey(k string) error {
-	if fixedKey(k) {
-		return nil
-	}
 	if reason, ok := unsupportedKeys[k]; ok {
 		return optErr(k, "%s", reason)
 	}
-	if _, ok := headerPrefix(k); ok {
-		return nil
-	}
-	if name, option, ok := formatOptionKey(k); ok {
-		accepted, _ := bodyformat.OptionKeys(name)
-		if slices.Contains(accepted, option) {
+	if r, entry, ok := rowOf(k); ok {
+		if r.entries == nil || slices.Contains(r.entries, entry) {
 			return nil
 		}
-		if len(accepted) == 0 {
-			return optErr(k, "unknown option key: format %s takes no options", name)
-		}
-		return optErr(k, "unknown option key: format %s takes %s", name, prefixed(name+".", accepted))
+		name := strings.TrimSuffix(r.key, ".")
+		return optErr(k, "unknown option key: format %s takes %s", name, prefixed(r.key, r.entries))
+	}
+	if name, _, ok := formatOptionKey(k); ok {
+		return optErr(k, "unknown option key: format %s takes no options", name)
 	}
 	// Suggest the keys of the same group ("sink.recovery.*", "http.*", ...), else all top-level
 	// keys, so a typo is easy to fix.
@@ -314,568 +602,12 @@ func checkKnownKey(k string) error {
 	return optErr(k, "unknown option key (keys are case-sensitive); known keys include %s", strings.Join(similar, ", "))
 }
 
-// headerPrefix returns the header family prefix of k, if k is a header entry.
-func headerPrefix(k string) (string, bool) {
-	for _, prefix := range []string{optHTTPHeaders, optAppEngineHeaders} {
-		if strings.HasPrefix(k, prefix) {
-			return prefix, true
-		}
-	}
-	return "", false
-}
-
 func prefixed(prefix string, names []string) string {
 	out := make([]string, len(names))
 	for i, n := range names {
 		out[i] = prefix + n
 	}
 	return strings.Join(out, ", ")
-}
-
-// describeKey says what a fixed key accepts, for the blank-value error.
-func describeKey(k string) string {
-	switch k {
-	case optTargetType:
-		return "accepted: " + strings.Join(targetTypeValues, ", ")
-	case optDelivery:
-		return "accepted: " + strings.Join(deliveryValues, ", ")
-	case optStagedExpiredPolicy:
-		return "accepted: " + strings.Join(expiredPolicyValues, ", ")
-	case optFormat:
-		return "accepted: " + strings.Join(bodyformat.Names(), ", ") + " (leave the key out to send no body)"
-	case optHTTPMethod, optAppEngineMethod:
-		return "accepted: " + methodList
-	case optStagedVerify, optPerDestinationStats:
-		return "accepted: true, false"
-	case optClientTelemetry:
-		return "accepted: on, off"
-	case optHTTPDispatchDeadline, optAppEngineDeadline, optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout,
-		optRecoveryInitial, optRecoveryMax, optNotFoundInitial, optNotFoundMax:
-		return "accepted: a Go duration such as 500ms, 10s or 1h"
-	case optMaxInFlight, optChannelPoolSize, optRecoveryAttempts, optNotFoundAttempts:
-		return "accepted: a decimal integer of at least 1"
-	case optProject, optLocation, optQueue:
-		return "the key is required and names part of the queue path"
-	case optHTTPURL:
-		return "accepted: an absolute http or https URL (leave the key out when every element carries a url field)"
-	}
-	return "leave the key out instead"
-}
-
-const methodList = "POST, GET, HEAD, PUT, DELETE, PATCH, OPTIONS"
-
-// queue reads the three required queue keys.
-func (p *optionParser) queue() (Queue, error) {
-	parts := []struct{ key, placeholder string }{
-		{optProject, "p"}, {optLocation, "l"}, {optQueue, "q"},
-	}
-	values := make([]string, len(parts))
-	for i, part := range parts {
-		v, ok := p.get(part.key)
-		if !ok {
-			return Queue{}, optErr(part.key, "is required (the fixed queue is projects/<project>/locations/<location>/queues/<queue>)")
-		}
-		values[i] = v
-	}
-	// Check each part on its own so the error names its key.
-	for i, part := range parts {
-		check := []string{"p", "l", "q"}
-		check[i] = values[i]
-		if _, err := NewQueue(check[0], check[1], check[2]); err != nil {
-			why := map[string]string{
-				optProject:  "must be a project id: " + projectRule,
-				optLocation: "must be a location id: " + locationRule,
-				optQueue:    "must be a queue id: " + queueIDRule + " characters",
-			}[part.key]
-			return Queue{}, optErr(part.key, "%s", why)
-		}
-	}
-	return Queue{Project: values[0], Location: values[1], Name: values[2]}, nil
-}
-
-// targetFamily reads target.type and rejects every key of the other family.
-func (p *optionParser) targetFamily(keys []string) (targetFamily, error) {
-	family := familyHTTP
-	if v, ok := p.get(optTargetType); ok {
-		switch strings.ToLower(v) {
-		case "http":
-		case "app-engine":
-			family = familyAppEngine
-		default:
-			return 0, optErr(optTargetType, "value %s is not accepted; accepted: %s", quoteValue(v), strings.Join(targetTypeValues, ", "))
-		}
-	}
-	other, otherName := prefixAppEngine, "app-engine"
-	if family == familyAppEngine {
-		other, otherName = prefixHTTP, "http"
-	}
-	for _, k := range keys {
-		if strings.HasPrefix(k, other) {
-			return 0, optErr(k, "belongs to target.type %s, but target.type is %s", otherName, family)
-		}
-	}
-	return family, nil
-}
-
-// format reads the format name and its <format>.<option> keys.
-func (p *optionParser) format(keys []string) (formats.Format, error) {
-	name, hasName := p.get(optFormat)
-	name = strings.ToLower(name)
-	if hasName && !slices.Contains(bodyformat.Names(), name) {
-		return formats.Format{}, optErr(optFormat, "value %s is not a known format; %s", quoteValue(name), describeKey(optFormat))
-	}
-	f := formats.Format{Name: name}
-	var optionKeys []string
-	for _, k := range keys {
-		fname, option, ok := formatOptionKey(k)
-		if !ok {
-			continue
-		}
-		if !hasName || fname != name {
-			current := "not set"
-			if hasName {
-				current = name
-			}
-			return formats.Format{}, optErr(k, "applies to format %s, but format is %s", fname, current)
-		}
-		f = f.With(option, p.opts[k])
-		optionKeys = append(optionKeys, k)
-	}
-	if !hasName {
-		return formats.Format{}, nil
-	}
-	if name == formats.NameAvro {
-		if _, ok := f.Options[formats.OptionAvroSchema]; !ok {
-			return formats.Format{}, optErr(optFormat, "format avro needs its writer schema in %q (JSON text)", formats.NameAvro+"."+formats.OptionAvroSchema)
-		}
-	}
-	if err := bodyformat.Validate(f); err != nil {
-		// The error names options without the "<format>." prefix; report the first flat key
-		// (in key order) of the options it is about.
-		key := optFormat
-		var oe *bodyformat.OptionError
-		if errors.As(err, &oe) {
-			for _, k := range optionKeys {
-				if _, option, _ := formatOptionKey(k); slices.Contains(oe.Options, option) {
-					key = k
-					break
-				}
-			}
-		}
-		return formats.Format{}, optErr(key, "%v", err)
-	}
-	return f, nil
-}
-
-// headers collects the header entries under prefix and checks their names and values.
-func (p *optionParser) headers(keys []string, prefix string, appEngine bool) (map[string]string, error) {
-	var headers map[string]string
-	folded := map[string]string{} // lower-case name -> key
-	var first string
-	for _, k := range keys {
-		name, ok := strings.CutPrefix(k, prefix)
-		if !ok {
-			continue
-		}
-		if first == "" {
-			first = k
-		}
-		if name == "" {
-			return nil, optErr(k, "the header name after %q is empty", prefix)
-		}
-		for i := 0; i < len(name); i++ {
-			if !isTokenByte(name[i]) {
-				return nil, optErr(k, "the header name is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)")
-			}
-		}
-		lower := strings.ToLower(name)
-		if other, dup := folded[lower]; dup {
-			return nil, optErr(k, "names the same header as %q (header names ignore case)", other)
-		}
-		folded[lower] = k
-		if appEngine && (lower == "host" || lower == "content-length" ||
-			strings.HasPrefix(lower, "x-google-") || strings.HasPrefix(lower, "x-appengine-")) {
-			return nil, optErr(k, "Host, Content-Length, X-Google-* and X-AppEngine-* are set by Cloud Tasks or App Engine and cannot be overridden")
-		}
-		if strings.ContainsAny(p.opts[k], "\r\n\x00") {
-			return nil, optErr(k, "the header value contains CR, LF or NUL")
-		}
-		if headers == nil {
-			headers = map[string]string{}
-		}
-		headers[name] = p.opts[k]
-	}
-	if err := checkHeaders("the headers", headers, appEngine); err != nil {
-		return nil, optErr(first, "%v", err)
-	}
-	return headers, nil
-}
-
-// checkContentType rejects a Content-Type header that conflicts with the one the format sets.
-func checkContentType(prefix string, headers map[string]string, body formats.Format) error {
-	owned := bodyformat.ContentType(body)
-	if owned == "" {
-		return nil
-	}
-	for name, v := range headers {
-		if strings.EqualFold(name, "Content-Type") && !bodyformat.ContentTypeMatches(owned, v) {
-			return optErr(prefix+name, "conflicts with format %s, which sends Content-Type %s itself (leave the header out)", body.Name, owned)
-		}
-	}
-	return nil
-}
-
-func (p *optionParser) method(key string) (string, error) {
-	v, ok := p.get(key)
-	if !ok {
-		return "POST", nil
-	}
-	if _, err := parseMethod("method", v); err != nil {
-		return "", optErr(key, "value %s is not accepted; accepted: %s", quoteValue(v), methodList)
-	}
-	return strings.ToUpper(v), nil
-}
-
-func (p *optionParser) httpTarget(keys []string, body formats.Format) (*HTTPTarget, error) {
-	t := &HTTPTarget{Body: body}
-	var err error
-	if v, ok := p.get(optHTTPURL); ok {
-		if err := checkURL("the value", v); err != nil {
-			return nil, optErr(optHTTPURL, "%v (accepted: an absolute http or https URL of at most %d characters)", err, maxURLLength)
-		}
-		t.URL = v
-	}
-	if t.Method, err = p.method(optHTTPMethod); err != nil {
-		return nil, err
-	}
-	if t.Headers, err = p.headers(keys, optHTTPHeaders, false); err != nil {
-		return nil, err
-	}
-	if err := checkContentType(optHTTPHeaders, t.Headers, body); err != nil {
-		return nil, err
-	}
-
-	oidcEmail, hasOIDCEmail := p.get(optHTTPOIDCEmail)
-	audience, hasAudience := p.get(optHTTPOIDCAudience)
-	oauthEmail, hasOAuthEmail := p.get(optHTTPOAuthEmail)
-	scope, hasScope := p.get(optHTTPOAuthScope)
-	switch {
-	case (hasOIDCEmail || hasAudience) && (hasOAuthEmail || hasScope):
-		key := optHTTPOAuthEmail
-		if !hasOAuthEmail {
-			key = optHTTPOAuthScope
-		}
-		return nil, optErr(key, "cannot be combined with the http.oidc.* keys: a task carries at most one token (OIDC for Cloud Run and other OIDC endpoints, OAuth for *.googleapis.com)")
-	case hasAudience && !hasOIDCEmail:
-		return nil, optErr(optHTTPOIDCAudience, "needs %q, the service account whose OIDC token Cloud Tasks sends", optHTTPOIDCEmail)
-	case hasScope && !hasOAuthEmail:
-		return nil, optErr(optHTTPOAuthScope, "needs %q, the service account whose OAuth token Cloud Tasks sends", optHTTPOAuthEmail)
-	case hasOIDCEmail:
-		t.OIDC = &OIDCToken{ServiceAccountEmail: oidcEmail, Audience: audience}
-	case hasOAuthEmail:
-		t.OAuth = &OAuthToken{ServiceAccountEmail: oauthEmail, Scope: scope}
-	}
-
-	if t.DispatchDeadline, err = p.dispatchDeadline(optHTTPDispatchDeadline, maxHTTPDispatchDL); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// dispatchDeadline reads a target's dispatch-deadline key: absent is zero (the service
-// default); a value must lie in the target family's bounds [15s, max].
-func (p *optionParser) dispatchDeadline(key string, max time.Duration) (time.Duration, error) {
-	if _, ok := p.get(key); !ok {
-		return 0, nil
-	}
-	d, err := p.duration(key, false)
-	if err != nil {
-		return 0, err
-	}
-	if err := checkDispatchDeadline("the value", d, max); err != nil {
-		return 0, optErr(key, "%v", err)
-	}
-	return d, nil
-}
-
-func (p *optionParser) appEngineTarget(keys []string, body formats.Format) (*AppEngineTarget, error) {
-	t := &AppEngineTarget{Body: body}
-	var err error
-	if v, ok := p.get(optAppEngineRelativeURI); ok {
-		if err := checkRelativeURI("the value", v); err != nil {
-			return nil, optErr(optAppEngineRelativeURI, "%v (accepted: empty for the root, or a path starting with '/' and an optional query)", err)
-		}
-		t.RelativeURI = v
-	}
-	if t.Method, err = p.method(optAppEngineMethod); err != nil {
-		return nil, err
-	}
-	if t.Headers, err = p.headers(keys, optAppEngineHeaders, true); err != nil {
-		return nil, err
-	}
-	if err := checkContentType(optAppEngineHeaders, t.Headers, body); err != nil {
-		return nil, err
-	}
-	var routing AppEngineRouting
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{
-		{optAppEngineService, &routing.Service}, {optAppEngineVersion, &routing.Version}, {optAppEngineInstance, &routing.Instance},
-	} {
-		if v, ok := p.get(f.key); ok {
-			if strings.IndexFunc(v, isSpace) >= 0 {
-				return nil, optErr(f.key, "must contain no whitespace")
-			}
-			*f.dst = v
-		}
-	}
-	if routing != (AppEngineRouting{}) {
-		t.Routing = &routing
-	}
-	if t.DispatchDeadline, err = p.dispatchDeadline(optAppEngineDeadline, maxAppEngineDispDL); err != nil {
-		return nil, err
-	}
-	return t, nil
-}
-
-// client reads the credential and emulator keys.
-func (p *optionParser) client(cfg *Config) error {
-	if v, ok := p.get(optServiceAccountKeyFile); ok {
-		cfg.ServiceAccountKeyFile = v
-	}
-	if v, ok := p.get(optEmulatorEndpoint); ok {
-		if err := checkEndpoint("the value", v); err != nil {
-			return optErr(optEmulatorEndpoint, "%v", strings.TrimPrefix(err.Error(), "cloudtasksio: "))
-		}
-		if cfg.ServiceAccountKeyFile != "" {
-			return optErr(optEmulatorEndpoint, "cannot be combined with %q: the emulator's plaintext connection carries no credentials", optServiceAccountKeyFile)
-		}
-		cfg.EmulatorEndpoint = v
-	}
-	return p.clientOptions(cfg)
-}
-
-// clientOptionKeys names the client.* keys in errors, as clientFieldNames names the fields.
-var clientOptionKeys = gcpconn.SettingNames{
-	Endpoint: optClientEndpoint, QuotaProject: optClientQuotaProject, ImpersonateServiceAccount: optClientImpersonate,
-	ImpersonateDelegates: optClientDelegates, UniverseDomain: optClientUniverse, Emulator: optEmulatorEndpoint,
-}
-
-// clientOptions reads the client.* keys into cfg.Client and checks them as Write will.
-func (p *optionParser) clientOptions(cfg *Config) error {
-	c := &cfg.Client
-	for _, f := range []struct {
-		key string
-		dst *string
-	}{
-		{optClientEndpoint, &c.Endpoint}, {optClientQuotaProject, &c.QuotaProject},
-		{optClientImpersonate, &c.ImpersonateServiceAccount}, {optClientUniverse, &c.UniverseDomain},
-	} {
-		if v, ok := p.get(f.key); ok {
-			*f.dst = v
-		}
-	}
-	if v, ok := p.get(optClientDelegates); ok {
-		// A comma-separated chain; blanks around an entry are not part of an address.
-		for d := range strings.SplitSeq(v, ",") {
-			c.ImpersonateDelegates = append(c.ImpersonateDelegates, strings.TrimSpace(d))
-		}
-	}
-	if v, ok := p.get(optClientTelemetry); ok {
-		switch strings.ToLower(v) {
-		case "on":
-			c.Telemetry = TelemetryOn
-		case "off":
-			c.Telemetry = TelemetryOff
-		default:
-			return optErr(optClientTelemetry, "%q is not on or off", v)
-		}
-	}
-	if _, err := c.settings(clientOptionKeys, cfg.EmulatorEndpoint); err != nil {
-		var se *gcpconn.SettingError
-		if errors.As(err, &se) {
-			return optErr(se.Name, "%s", se.Reason)
-		}
-		return err
-	}
-	return nil
-}
-
-// delivery reads the delivery guarantee and the staged keys.
-func (p *optionParser) delivery(keys []string, cfg *Config) error {
-	if v, ok := p.get(optDelivery); ok {
-		switch strings.ToLower(v) {
-		case "at-least-once":
-			cfg.Delivery = AtLeastOnce
-		case "exactly-once":
-			cfg.Delivery = ExactlyOnce
-		default:
-			return optErr(optDelivery, "value %s is not accepted; accepted: %s", quoteValue(v), strings.Join(deliveryValues, ", "))
-		}
-	}
-	var stagedKeys []string
-	for _, k := range keys {
-		if strings.HasPrefix(k, prefixStaged) {
-			stagedKeys = append(stagedKeys, k)
-		}
-	}
-	if len(stagedKeys) == 0 {
-		return nil
-	}
-	if cfg.Delivery != ExactlyOnce {
-		return optErr(stagedKeys[0], "needs %s=exactly-once (any sink.staged.* key does, even at its default value)", optDelivery)
-	}
-	staged := DefaultStagedOptions()
-	var err error
-	for _, f := range []struct {
-		key       string
-		dst       *time.Duration
-		allowZero bool
-	}{
-		{optStagedNameRetention, &staged.NameRetention, false},
-		{optStagedClockSkew, &staged.ClockSkewAllowance, true},
-		{optStagedRequestTimeout, &staged.RequestTimeout, false},
-	} {
-		if _, ok := p.get(f.key); ok {
-			if *f.dst, err = p.duration(f.key, f.allowZero); err != nil {
-				return err
-			}
-		}
-	}
-	if _, ok := p.get(optStagedVerify); ok {
-		if staged.VerifyQueueRetention, err = p.boolean(optStagedVerify); err != nil {
-			return err
-		}
-	}
-	if v, ok := p.get(optStagedExpiredPolicy); ok {
-		policy, known := expiredPolicyByValue[strings.ToLower(v)]
-		if !known {
-			return optErr(optStagedExpiredPolicy, "value %s is not accepted; accepted: %s", quoteValue(v), strings.Join(expiredPolicyValues, ", "))
-		}
-		staged.ExpiredEnvelopePolicy = policy
-	}
-	if err := staged.validate(); err != nil {
-		// A bound of one duration names its key; a window too short names the first key given.
-		var key string
-		if se := (*stagedError)(nil); errors.As(err, &se) {
-			key = map[string]string{"NameRetention": optStagedNameRetention, "ClockSkewAllowance": optStagedClockSkew,
-				"RequestTimeout": optStagedRequestTimeout, "ExpiredEnvelopePolicy": optStagedExpiredPolicy}[se.field]
-		}
-		if key == "" {
-			key = optStagedNameRetention
-			for _, k := range []string{optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout} {
-				if _, ok := p.get(k); ok {
-					key = k
-					break
-				}
-			}
-		}
-		return optErr(key, "%s (keys %s, %s, %s)", strings.TrimPrefix(err.Error(), "cloudtasksio: "),
-			optStagedNameRetention, optStagedClockSkew, optStagedRequestTimeout)
-	}
-	cfg.Staged = &staged
-	return nil
-}
-
-// writer reads the WriterOptions keys. Absent keys stay zero (the default); the backoff pairs
-// are checked against each other with defaults filled in.
-func (p *optionParser) writer() (WriterOptions, error) {
-	var w WriterOptions
-	var err error
-	for _, f := range []struct {
-		key string
-		dst *int
-	}{
-		{optMaxInFlight, &w.MaxInFlightTasks}, {optChannelPoolSize, &w.ChannelPoolSize},
-		{optRecoveryAttempts, &w.RecoveryMaxAttempts}, {optNotFoundAttempts, &w.NotFoundRecoveryMaxAttempts},
-	} {
-		if _, ok := p.get(f.key); ok {
-			if *f.dst, err = p.positiveInt(f.key); err != nil {
-				return w, err
-			}
-		}
-	}
-	for _, f := range []struct {
-		key string
-		dst *time.Duration
-	}{
-		{optRecoveryInitial, &w.RecoveryInitialBackoff}, {optRecoveryMax, &w.RecoveryMaxBackoff},
-		{optNotFoundInitial, &w.NotFoundRecoveryInitialBackoff}, {optNotFoundMax, &w.NotFoundRecoveryMaxBackoff},
-	} {
-		if _, ok := p.get(f.key); ok {
-			if *f.dst, err = p.duration(f.key, false); err != nil {
-				return w, err
-			}
-		}
-	}
-	if _, ok := p.get(optPerDestinationStats); ok {
-		if w.PerDestinationMetrics, err = p.boolean(optPerDestinationStats); err != nil {
-			return w, err
-		}
-	}
-	// The values parsed above are positive, so resolve can only object to a value above its
-	// limit or to a backoff pair.
-	var be *backoffError
-	var re *rangeError
-	_, err = w.resolve()
-	if errors.As(err, &re) {
-		key := map[string]string{"MaxInFlightTasks": optMaxInFlight, "ChannelPoolSize": optChannelPoolSize,
-			"RecoveryMaxAttempts": optRecoveryAttempts, "NotFoundRecoveryMaxAttempts": optNotFoundAttempts}[re.field]
-		return w, optErr(key, "value %s", re.msg)
-	}
-	if errors.As(err, &be) {
-		// Blame the max key when it was given, else the initial key that exceeded the default max.
-		key := map[string][2]string{"Recovery": {optRecoveryInitial, optRecoveryMax}, "NotFoundRecovery": {optNotFoundInitial, optNotFoundMax}}[be.budget]
-		blamed := key[1]
-		if _, ok := p.get(blamed); !ok {
-			blamed = key[0]
-		}
-		return w, optErr(blamed, "max backoff %v (%s) is below initial backoff %v (%s); raise %s or lower %s",
-			be.max, key[1], be.initial, key[0], key[1], key[0])
-	}
-	return w, nil
-}
-
-// duration parses a Go duration; it must be positive, or not negative with allowZero.
-func (p *optionParser) duration(key string, allowZero bool) (time.Duration, error) {
-	v := p.opts[key]
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, optErr(key, "value %s is not a duration; accepted: a Go duration such as 500ms, 10s, 1m30s or 2h", quoteValue(v))
-	}
-	switch {
-	case d < 0:
-		return 0, optErr(key, "value %s is negative; accepted: a positive duration", quoteValue(v))
-	case d == 0 && !allowZero:
-		return 0, optErr(key, "value %s is zero; accepted: a positive duration", quoteValue(v))
-	}
-	return d, nil
-}
-
-// positiveInt parses a decimal integer of at least 1.
-func (p *optionParser) positiveInt(key string) (int, error) {
-	v := p.opts[key]
-	n, err := strconv.ParseInt(v, 10, 0)
-	if err != nil {
-		return 0, optErr(key, "value %s is not a decimal integer; accepted: an integer of at least 1", quoteValue(v))
-	}
-	if n < 1 {
-		return 0, optErr(key, "value %s is below 1; accepted: an integer of at least 1", quoteValue(v))
-	}
-	return int(n), nil
-}
-
-// boolean parses "true" or "false" in any letter case.
-func (p *optionParser) boolean(key string) (bool, error) {
-	v := p.opts[key]
-	switch {
-	case strings.EqualFold(v, "true"):
-		return true, nil
-	case strings.EqualFold(v, "false"):
-		return false, nil
-	}
-	return false, optErr(key, "value %s is not accepted; accepted: true, false", quoteValue(v))
 }
 
 // quoteValue quotes a rejected value for an error, cut to a length that identifies it without

@@ -51,27 +51,38 @@ func (q Queue) String() string { return q.Path() }
 // IsZero reports whether q is the zero Queue (no fixed queue configured).
 func (q Queue) IsZero() bool { return q == Queue{} }
 
+// validate checks the three parts; the error names the part as "Queue.<Part>".
 func (q Queue) validate() error {
-	for _, p := range []struct{ field, value string }{
-		{"Project", q.Project}, {"Location", q.Location}, {"Name", q.Name},
+	if err := q.check(); err != nil {
+		return fmt.Errorf("cloudtasksio: %s", err.say(func(field string) string { return field }))
+	}
+	return nil
+}
+
+// check is validate as a field error about Queue.Project, Queue.Location or Queue.Name.
+func (q Queue) check() *fieldError {
+	for _, p := range []struct{ field, value, what, rule string }{
+		{"Queue.Project", q.Project, "project id", projectRule},
+		{"Queue.Location", q.Location, "location id", locationRule},
+		{"Queue.Name", q.Name, "queue id", queueIDRule},
 	} {
 		switch {
 		case strings.TrimSpace(p.value) == "":
-			return fmt.Errorf("cloudtasksio: Queue.%s is blank", p.field)
+			return errField(p.field, "is blank")
 		case strings.ContainsAny(p.value, "/"):
-			return fmt.Errorf("cloudtasksio: Queue.%s %q contains '/'", p.field, p.value)
+			return errField(p.field, "%q contains '/'; it must be a %s (%s)", p.value, p.what, p.rule)
 		case strings.IndexFunc(p.value, isSpace) >= 0:
-			return fmt.Errorf("cloudtasksio: Queue.%s %q contains whitespace", p.field, p.value)
+			return errField(p.field, "%q contains whitespace; it must be a %s (%s)", p.value, p.what, p.rule)
 		}
 	}
 	if !validProject(q.Project) {
-		return fmt.Errorf("cloudtasksio: Queue.Project %q is not a project id (%s)", q.Project, projectRule)
+		return errField("Queue.Project", "%q must be a project id (%s)", q.Project, projectRule)
 	}
 	if !allRunes(q.Location, isLocationRune) {
-		return fmt.Errorf("cloudtasksio: Queue.Location %q is not a location id (%s)", q.Location, locationRule)
+		return errField("Queue.Location", "%q must be a location id (%s)", q.Location, locationRule)
 	}
 	if len(q.Name) > 100 || !allRunes(q.Name, isQueueIDRune) {
-		return fmt.Errorf("cloudtasksio: Queue.Name %q is not a queue id (%s)", q.Name, queueIDRule)
+		return errField("Queue.Name", "%q must be a queue id (%s)", q.Name, queueIDRule)
 	}
 	return nil
 }

@@ -1,39 +1,74 @@
 package cloudtasksio
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"time"
 )
 
-// compileDelivery checks the delivery guarantee and the staged options.
-func compileDelivery(cfg Config, spec *sinkSpec) error {
-	switch cfg.Delivery {
+// StagedOptions tune exactly-once creation. They are checked at construction and again on
+// each worker; a value out of range is an error naming the field.
+type StagedOptions struct {
+	// NameRetention is how long the queue is assumed to remember a task name (H). Default 1h;
+	// positive, at most 31 days.
+	NameRetention time.Duration
+	// ClockSkewAllowance is the clock error allowed between workers (E). Default 5m; from 0
+	// to 24h.
+	ClockSkewAllowance time.Duration
+	// RequestTimeout bounds each create call (S). Default 20s; positive, at most 30m.
+	RequestTimeout time.Duration
+	// VerifyQueueRetention reads the queue's tombstone_ttl before the first create and fails
+	// when it is shorter than NameRetention. Default true.
+	VerifyQueueRetention bool
+	// ExpiredEnvelopePolicy decides what happens to a staged task past its deadline.
+	ExpiredEnvelopePolicy ExpiredEnvelopePolicy
+}
+
+// DefaultStagedOptions returns the exactly-once defaults: 1h retention, 5m clock skew, 20s
+// request timeout, retention verified, expired envelopes fail the bundle.
+func DefaultStagedOptions() StagedOptions {
+	return StagedOptions{
+		NameRetention:         time.Hour,
+		ClockSkewAllowance:    5 * time.Minute,
+		RequestTimeout:        20 * time.Second,
+		VerifyQueueRetention:  true,
+		ExpiredEnvelopePolicy: ExpiredFail,
+	}
+}
+
+// staged checks the delivery guarantee and the staged options, and returns the staged options
+// exactly-once creation uses (the defaults when Staged is nil).
+func (c Config) staged() (StagedOptions, error) {
+	switch c.Delivery {
 	case AtLeastOnce:
-		if cfg.Staged != nil {
-			return errors.New("cloudtasksio: Config.Staged is set but Config.Delivery is not ExactlyOnce")
+		if c.Staged != nil {
+			return StagedOptions{}, errFields([]string{"Staged", "Delivery"}, func(n namer) string {
+				return n("Staged") + " is set but " + n("Delivery") + " is not ExactlyOnce: staged options apply to exactly-once delivery only"
+			})
 		}
-		return nil
+		return StagedOptions{}, nil
 	case ExactlyOnce:
 	default:
-		return fmt.Errorf("cloudtasksio: Config.Delivery %v is not AtLeastOnce or ExactlyOnce", cfg.Delivery)
+		return StagedOptions{}, errField("Delivery", "%v is not AtLeastOnce or ExactlyOnce", c.Delivery)
 	}
-	if cfg.QueueFn != nil {
-		return errors.New("cloudtasksio: Config.Delivery ExactlyOnce requires a fixed Config.Queue, not Config.QueueFn")
+	if c.QueueFn != nil {
+		return StagedOptions{}, errFields([]string{"Delivery", "QueueFn"}, func(n namer) string {
+			return n("Delivery") + " ExactlyOnce requires a fixed " + n("Queue") + ", not " + n("QueueFn")
+		})
 	}
-	if cfg.OnFailure != FailBundle {
-		return errors.New("cloudtasksio: Config.Delivery ExactlyOnce requires Config.OnFailure FailBundle")
+	if c.OnFailure != FailBundle {
+		return StagedOptions{}, errFields([]string{"Delivery", "OnFailure"}, func(n namer) string {
+			return n("Delivery") + " ExactlyOnce requires " + n("OnFailure") + " FailBundle"
+		})
 	}
 	staged := DefaultStagedOptions()
-	if cfg.Staged != nil {
-		staged = *cfg.Staged
+	if c.Staged != nil {
+		staged = *c.Staged
 	}
 	if err := staged.validate(); err != nil {
-		return err
+		return StagedOptions{}, err
 	}
-	spec.Staged = staged
-	return nil
+	return staged, nil
 }
 
 // Upper bounds of the staged durations. They are far above any sensible value, keep every sum
@@ -47,45 +82,38 @@ const (
 	maxRequestTimeout = 30 * time.Minute
 )
 
-// stagedError reports a StagedOptions field whose value is out of range. field is empty for
-// a window that the three durations together leave too short.
-type stagedError struct{ field, msg string }
-
-func (e *stagedError) Error() string {
-	if e.field == "" {
-		return "cloudtasksio: StagedOptions: " + e.msg
-	}
-	return "cloudtasksio: StagedOptions." + e.field + " " + e.msg
-}
-
 // validate checks the staged options: each duration within its bounds (retention and timeout
 // positive, skew not negative), a known policy, and a creation window H - E - S of at least
-// one millisecond.
+// one millisecond. Errors are field errors naming Staged.<field>.
 func (o StagedOptions) validate() error {
 	for _, d := range []struct {
 		field     string
 		v, max    time.Duration
 		allowZero bool
 	}{
-		{"NameRetention", o.NameRetention, maxNameRetention, false},
-		{"ClockSkewAllowance", o.ClockSkewAllowance, maxClockSkew, true},
-		{"RequestTimeout", o.RequestTimeout, maxRequestTimeout, false},
+		{"Staged.NameRetention", o.NameRetention, maxNameRetention, false},
+		{"Staged.ClockSkewAllowance", o.ClockSkewAllowance, maxClockSkew, true},
+		{"Staged.RequestTimeout", o.RequestTimeout, maxRequestTimeout, false},
 	} {
 		switch {
 		case d.v < 0 && d.allowZero:
-			return &stagedError{d.field, fmt.Sprintf("%v must not be negative", d.v)}
+			return errField(d.field, "%v must not be negative", d.v)
 		case d.v <= 0 && !d.allowZero:
-			return &stagedError{d.field, fmt.Sprintf("%v must be positive", d.v)}
+			return errField(d.field, "%v must be positive", d.v)
 		case d.v > d.max:
-			return &stagedError{d.field, fmt.Sprintf("%v must be at most %v", d.v, d.max)}
+			return errField(d.field, "%v must be at most %v", d.v, d.max)
 		}
 	}
 	if o.ExpiredEnvelopePolicy < ExpiredFail || o.ExpiredEnvelopePolicy > ExpiredDrop {
-		return &stagedError{"ExpiredEnvelopePolicy", fmt.Sprintf("%v is not a known policy", o.ExpiredEnvelopePolicy)}
+		return errField("Staged.ExpiredEnvelopePolicy", "%v is not a known policy", o.ExpiredEnvelopePolicy)
 	}
 	if o.creationWindow() < time.Millisecond {
-		return &stagedError{"", fmt.Sprintf("NameRetention %v - ClockSkewAllowance %v - RequestTimeout %v leaves less than 1ms to create a task",
-			o.NameRetention, o.ClockSkewAllowance, o.RequestTimeout)}
+		// The window is the three durations together: the option form blames the first one given.
+		h, e, s := "Staged.NameRetention", "Staged.ClockSkewAllowance", "Staged.RequestTimeout"
+		return errFields([]string{h, e, s}, func(n namer) string {
+			return fmt.Sprintf("%s %v - %s %v - %s %v leaves less than 1ms to create a task",
+				n(h), o.NameRetention, n(e), o.ClockSkewAllowance, n(s), o.RequestTimeout)
+		})
 	}
 	return nil
 }

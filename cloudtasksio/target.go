@@ -1,28 +1,30 @@
 package cloudtasksio
 
 import (
+	"errors"
 	"fmt"
-	"net/url"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
-// This file holds every rule about what a valid task looks like. The same checks run at
-// pipeline construction on the values that are fixed then (HTTPTarget, AppEngineTarget) and on
-// every built task before it is sent, whichever way it was built.
+// This file holds the rules both target families share and the interface the task builder
+// uses to reach a family. Each family's own rules, its request building, its per-task checks
+// and its option keys live in its file: http.go and appengine.go. The same checks run at
+// pipeline construction on the values fixed then and on every built task before it is sent,
+// whichever way it was built.
 
 const (
-	maxURLLength       = 2083
-	maxHeaderBytes     = 80 * 1024
-	maxScheduleAhead   = 30 * 24 * time.Hour
-	minDispatchDL      = 15 * time.Second
-	maxHTTPDispatchDL  = 30 * time.Minute
-	maxAppEngineDispDL = 24*time.Hour + 15*time.Second
+	maxURLLength     = 2083
+	maxHeaderBytes   = 80 * 1024
+	maxScheduleAhead = 30 * 24 * time.Hour
+	minDispatchDL    = 15 * time.Second
 )
 
 // targetFamily is a Cloud Tasks target family: the kind of request a task carries.
@@ -47,17 +49,19 @@ func (f targetFamily) String() string {
 	return fmt.Sprintf("targetFamily(%d)", int(f))
 }
 
-// metadataKeys returns the `cloudtasks:"<key>"` metadata keys an element type may carry for
-// targets of family f (docs/metadata.md); a key of the other family is a construction error.
+// commonMetadataKeys are the `cloudtasks:"<key>"` metadata keys every family accepts.
+var commonMetadataKeys = []string{bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
+	bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
+
+// metadataKeys returns the metadata keys an element type may carry for targets of family f
+// (docs/metadata.md); a key of the other family is a construction error.
 func (f targetFamily) metadataKeys() []string {
 	switch f {
 	case familyHTTP:
-		return []string{bodyformat.KeyURL, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
-			bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
+		return append([]string{bodyformat.KeyURL}, commonMetadataKeys...)
 	case familyAppEngine:
-		return []string{bodyformat.KeyRelativeURI, bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
-			bodyformat.KeyAppEngineService, bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance,
-			bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
+		return append([]string{bodyformat.KeyRelativeURI, bodyformat.KeyAppEngineService,
+			bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance}, commonMetadataKeys...)
 	}
 	return nil
 }
@@ -66,6 +70,79 @@ func (f targetFamily) metadataKeys() []string {
 // not accept, naming the field and the key.
 func (f targetFamily) checkMetadata(s *bodyformat.Schema) error {
 	return s.CheckKeys(f.metadataKeys(), f.String()+" targets")
+}
+
+// target is a declarative target (*HTTPTarget or *AppEngineTarget) as the task builder sees
+// it: its checks, its fixed parts and how it turns one element's parts into a task.
+type target interface {
+	// family names the target family.
+	family() targetFamily
+	// validate checks the rules that need no element type, naming the Config field.
+	validate() error
+	// compile checks the rules that need the element type's schema.
+	compile(s *bodyformat.Schema) error
+	// fixed returns the parts every task of the target shares.
+	fixed() fixedParts
+	// carriesBody reports whether the family's request has a body under method m.
+	carriesBody(m cloudtaskspb.HttpMethod) bool
+	// request builds the task for one element from the resolved parts and its metadata.
+	request(p requestParts, md *bodyformat.Metadata) *cloudtaskspb.Task
+}
+
+// fixedParts are what a target fixes for every task: the Config field path of the target
+// (for errors), its method, headers, body format and dispatch deadline, with the family's
+// reserved header names (lower case; nil for none) and longest dispatch deadline.
+type fixedParts struct {
+	field            string
+	method           string
+	headers          map[string]string
+	body             formats.Format
+	dispatchDeadline time.Duration
+
+	reserved    func(folded string) bool
+	maxDeadline time.Duration
+}
+
+// requestParts are what both families resolve the same way for one element: the method, the
+// body (only when the method carries one) and the merged headers.
+type requestParts struct {
+	method  cloudtaskspb.HttpMethod
+	body    []byte
+	headers map[string]string
+}
+
+// validate checks the parts both families share: the method, the headers (with the
+// family's reserved names), the body format, a Content-Type the format owns, and the
+// dispatch deadline against the family's bound.
+func (p fixedParts) validate() error {
+	if _, err := parseMethod("", p.method); err != nil {
+		method := p.field + ".Method"
+		return errFields([]string{method}, func(n namer) string {
+			_, err := parseMethod(n(method), p.method)
+			return err.Error()
+		})
+	}
+	if name, why := headerProblem(p.headers, p.reserved); why != "" {
+		return errField(p.field+".Headers", "%s", why).withEntries(name)
+	}
+	if !p.body.IsZero() {
+		if err := bodyformat.Validate(p.body); err != nil {
+			fe := errFields([]string{p.field + ".Body"}, func(n namer) string { return n(p.field+".Body") + ": " + err.Error() })
+			if oe := (*bodyformat.OptionError)(nil); errors.As(err, &oe) {
+				fe.entries = oe.Options
+			}
+			return fe
+		}
+	}
+	if name, conflict := contentTypeConflict(p.headers, bodyformat.ContentType(p.body)); conflict {
+		owned := bodyformat.ContentType(p.body)
+		return errField(p.field+".Headers", "set a Content-Type other than %q, which the body format %s sends (a different media type, or parameters; leave the header out)",
+			owned, p.body.Name).withEntries(name)
+	}
+	if err := checkDispatchDeadline(p.dispatchDeadline, p.maxDeadline); err != nil {
+		return errField(p.field+".DispatchDeadline", "%v", err)
+	}
+	return nil
 }
 
 var methodsByName = map[string]cloudtaskspb.HttpMethod{
@@ -78,7 +155,11 @@ var methodsByName = map[string]cloudtaskspb.HttpMethod{
 	"OPTIONS": cloudtaskspb.HttpMethod_OPTIONS,
 }
 
-// parseMethod maps a method name (any case; "" means POST) to the proto enum.
+// methodList is the accepted methods, as errors and docs list them.
+const methodList = "POST, GET, HEAD, PUT, DELETE, PATCH, OPTIONS"
+
+// parseMethod maps a method name (any case; "" means POST) to the proto enum. The error names
+// field, what carried the method, and never repeats the name.
 func parseMethod(field, name string) (cloudtaskspb.HttpMethod, error) {
 	if name == "" {
 		return cloudtaskspb.HttpMethod_POST, nil
@@ -86,7 +167,7 @@ func parseMethod(field, name string) (cloudtaskspb.HttpMethod, error) {
 	if m, ok := methodsByName[strings.ToUpper(name)]; ok {
 		return m, nil
 	}
-	return 0, fmt.Errorf("%s is not one of POST, GET, HEAD, PUT, DELETE, PATCH, OPTIONS", field)
+	return 0, fmt.Errorf("%s is not one of %s", field, methodList)
 }
 
 // effectiveMethod reads a method from a task; the unspecified value means POST to the service.
@@ -97,69 +178,18 @@ func effectiveMethod(m cloudtaskspb.HttpMethod) cloudtaskspb.HttpMethod {
 	return m
 }
 
-// httpCarriesBody reports whether an HTTP target request has a body under method m.
-func httpCarriesBody(m cloudtaskspb.HttpMethod) bool {
-	switch effectiveMethod(m) {
-	case cloudtaskspb.HttpMethod_POST, cloudtaskspb.HttpMethod_PUT, cloudtaskspb.HttpMethod_PATCH:
-		return true
+// checkRequest checks what both families' built requests share: a known method, a body only
+// under a method of the family that carries one (bodyMethods lists them for the message), and
+// the headers with the family's reserved names. field is the request's proto field name.
+func checkRequest(field string, m cloudtaskspb.HttpMethod, body []byte, headers map[string]string,
+	carries func(cloudtaskspb.HttpMethod) bool, bodyMethods string, reserved func(folded string) bool) error {
+	if _, ok := cloudtaskspb.HttpMethod_name[int32(m)]; !ok {
+		return fmt.Errorf("task %s.http_method %d is not a known method", field, m)
 	}
-	return false
-}
-
-// appEngineCarriesBody reports whether an App Engine request has a body under method m.
-func appEngineCarriesBody(m cloudtaskspb.HttpMethod) bool {
-	switch effectiveMethod(m) {
-	case cloudtaskspb.HttpMethod_POST, cloudtaskspb.HttpMethod_PUT:
-		return true
+	if len(body) > 0 && !carries(m) {
+		return fmt.Errorf("task %s has a body under %s; only %s carry one", field, effectiveMethod(m), bodyMethods)
 	}
-	return false
-}
-
-// checkURL accepts an absolute http or https URL with a host, at most 2083 characters.
-func checkURL(field, raw string) error {
-	if raw == "" {
-		return fmt.Errorf("%s is empty", field)
-	}
-	if len(raw) > maxURLLength {
-		return fmt.Errorf("%s is %d characters long; the limit is %d", field, len(raw), maxURLLength)
-	}
-	if strings.IndexFunc(raw, func(r rune) bool { return isSpace(r) || r < 0x20 || r == 0x7f }) >= 0 {
-		return fmt.Errorf("%s contains whitespace or control characters", field)
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf("%s is not a valid URL", field)
-	}
-	if s := strings.ToLower(u.Scheme); s != "http" && s != "https" {
-		return fmt.Errorf("%s must be an absolute http or https URL", field)
-	}
-	if u.Host == "" || u.Hostname() == "" {
-		return fmt.Errorf("%s has no host", field)
-	}
-	return nil
-}
-
-// checkRelativeURI accepts "" (the root) or a path starting with '/', with an optional query,
-// no whitespace, no fragment and no authority, at most 2083 characters.
-func checkRelativeURI(field, uri string) error {
-	switch {
-	case len(uri) > maxURLLength:
-		return fmt.Errorf("%s is %d characters long; the limit is %d", field, len(uri), maxURLLength)
-	case uri == "":
-		return nil
-	case uri[0] != '/':
-		return fmt.Errorf("%s must be empty or start with '/'", field)
-	case strings.HasPrefix(uri, "//"):
-		return fmt.Errorf("%s must not name an authority (it starts with \"//\")", field)
-	case strings.IndexFunc(uri, func(r rune) bool { return isSpace(r) || r < 0x20 || r == 0x7f }) >= 0:
-		return fmt.Errorf("%s contains whitespace or control characters", field)
-	case strings.ContainsRune(uri, '#'):
-		return fmt.Errorf("%s must not contain a fragment ('#')", field)
-	}
-	if _, err := url.ParseRequestURI(uri); err != nil {
-		return fmt.Errorf("%s is not a valid path and query", field)
-	}
-	return nil
+	return checkHeaders("task "+field+".headers", headers, reserved)
 }
 
 // isTokenByte reports whether c may appear in an HTTP header name (an RFC 9110 token).
@@ -168,59 +198,74 @@ func isTokenByte(c byte) bool {
 		strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
-// checkHeaders validates header names and values, rejects names that are equal ignoring case,
-// and for App Engine rejects the headers the service owns.
-func checkHeaders(field string, headers map[string]string, appEngine bool) error {
+// headerProblem checks header names and values, rejects names that are equal ignoring case and
+// the names reserved (given in lower case) by the family, and bounds the total size. It
+// returns the header name at fault (the first one for headers too large together) and what is
+// wrong, to follow the headers' name; why is "" when the headers are valid.
+func headerProblem(headers map[string]string, reserved func(folded string) bool) (name, why string) {
 	seen := make(map[string]string, len(headers))
 	total := 0
-	for _, name := range sortedKeys(headers) {
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
 		value := headers[name]
 		if name == "" {
-			return fmt.Errorf("%s has an empty header name", field)
+			return name, "has an empty header name"
 		}
 		for i := 0; i < len(name); i++ {
 			if !isTokenByte(name[i]) {
-				return fmt.Errorf("%s header name %q is not a valid HTTP header name", field, name)
+				return name, fmt.Sprintf("header name %q is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
 			}
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
-			return fmt.Errorf("%s header %q has a value with CR, LF or NUL", field, name)
+			return name, fmt.Sprintf("header %q has a value with CR, LF or NUL", name)
 		}
 		folded := strings.ToLower(name)
 		if other, dup := seen[folded]; dup {
-			return fmt.Errorf("%s has headers %q and %q, which are the same name ignoring case", field, other, name)
+			return name, fmt.Sprintf("has headers %q and %q, which are the same name ignoring case (header names ignore case; keep one)", other, name)
 		}
 		seen[folded] = name
-		if appEngine && (folded == "host" || folded == "content-length" ||
-			strings.HasPrefix(folded, "x-google-") || strings.HasPrefix(folded, "x-appengine-")) {
-			return fmt.Errorf("%s header %q is set by Cloud Tasks or App Engine and cannot be overridden", field, name)
+		if reserved != nil && reserved(folded) {
+			return name, fmt.Sprintf("header %q is set by Cloud Tasks or App Engine and cannot be overridden", name)
 		}
 		total += len(name) + len(value)
 	}
 	if total >= maxHeaderBytes {
-		return fmt.Errorf("%s headers total %d bytes; the limit is under %d", field, total, maxHeaderBytes)
+		// No one header is at fault; name the first.
+		return slices.Min(slices.Collect(maps.Keys(headers))), fmt.Sprintf("headers total %d bytes; the limit is under %d", total, maxHeaderBytes)
+	}
+	return "", ""
+}
+
+// checkHeaders is headerProblem as an error whose text starts with field.
+func checkHeaders(field string, headers map[string]string, reserved func(folded string) bool) error {
+	if _, why := headerProblem(headers, reserved); why != "" {
+		return fmt.Errorf("%s %s", field, why)
 	}
 	return nil
 }
 
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func checkDispatchDeadline(field string, d, max time.Duration) error {
+// checkDispatchDeadline accepts zero (the service default) or a deadline in [15s, max]; the
+// error follows the name of what carried the deadline.
+func checkDispatchDeadline(d, max time.Duration) error {
 	if d != 0 && (d < minDispatchDL || d > max) {
-		return fmt.Errorf("%s %v is outside [%v, %v]", field, d, minDispatchDL, max)
+		return fmt.Errorf("%v is outside [%v, %v]", d, minDispatchDL, max)
 	}
 	return nil
 }
 
-// validateTask checks a built task against every rule the sink knows, before it is sent. A
-// failure is data-shaped: the service would answer INVALID_ARGUMENT for it.
+// checkTaskDispatchDeadline applies checkDispatchDeadline to a built task's deadline.
+func checkTaskDispatchDeadline(t *cloudtaskspb.Task, max time.Duration) error {
+	if t.GetDispatchDeadline() == nil {
+		return nil
+	}
+	if err := checkDispatchDeadline(t.GetDispatchDeadline().AsDuration(), max); err != nil {
+		return fmt.Errorf("task dispatch_deadline %w", err)
+	}
+	return nil
+}
+
+// validateTask checks a built task against every rule the sink knows, before it is sent: the
+// rules of every task here, the rules of its request in its family's file. A failure is
+// data-shaped: the service would answer INVALID_ARGUMENT for it.
 func validateTask(t *cloudtaskspb.Task, now time.Time) error {
 	if t.GetScheduleTime() != nil {
 		if err := t.GetScheduleTime().CheckValid(); err != nil {
@@ -237,50 +282,23 @@ func validateTask(t *cloudtaskspb.Task, now time.Time) error {
 	}
 	switch {
 	case t.GetHttpRequest() != nil:
-		r := t.GetHttpRequest()
-		if err := checkURL("task http_request.url", r.GetUrl()); err != nil {
-			return err
-		}
-		if _, ok := cloudtaskspb.HttpMethod_name[int32(r.GetHttpMethod())]; !ok {
-			return fmt.Errorf("task http_request.http_method %d is not a known method", r.GetHttpMethod())
-		}
-		if len(r.GetBody()) > 0 && !httpCarriesBody(r.GetHttpMethod()) {
-			return fmt.Errorf("task http_request has a body under %s; only POST, PUT and PATCH carry one", effectiveMethod(r.GetHttpMethod()))
-		}
-		if err := checkHeaders("task http_request.headers", r.GetHeaders(), false); err != nil {
-			return err
-		}
-		if tok := r.GetOidcToken(); tok != nil && strings.TrimSpace(tok.GetServiceAccountEmail()) == "" {
-			return fmt.Errorf("task http_request.oidc_token.service_account_email is blank")
-		}
-		if tok := r.GetOauthToken(); tok != nil && strings.TrimSpace(tok.GetServiceAccountEmail()) == "" {
-			return fmt.Errorf("task http_request.oauth_token.service_account_email is blank")
-		}
-		if t.GetDispatchDeadline() != nil {
-			return checkDispatchDeadline("task dispatch_deadline", t.GetDispatchDeadline().AsDuration(), maxHTTPDispatchDL)
-		}
+		return checkHTTPTask(t)
 	case t.GetAppEngineHttpRequest() != nil:
-		r := t.GetAppEngineHttpRequest()
-		if err := checkRelativeURI("task app_engine_http_request.relative_uri", r.GetRelativeUri()); err != nil {
-			return err
-		}
-		if _, ok := cloudtaskspb.HttpMethod_name[int32(r.GetHttpMethod())]; !ok {
-			return fmt.Errorf("task app_engine_http_request.http_method %d is not a known method", r.GetHttpMethod())
-		}
-		if len(r.GetBody()) > 0 && !appEngineCarriesBody(r.GetHttpMethod()) {
-			return fmt.Errorf("task app_engine_http_request has a body under %s; only POST and PUT carry one", effectiveMethod(r.GetHttpMethod()))
-		}
-		if err := checkHeaders("task app_engine_http_request.headers", r.GetHeaders(), true); err != nil {
-			return err
-		}
-		if r.GetAppEngineRouting().GetHost() != "" {
-			return fmt.Errorf("task app_engine_http_request.app_engine_routing.host is output only and must not be set")
-		}
-		if t.GetDispatchDeadline() != nil {
-			return checkDispatchDeadline("task dispatch_deadline", t.GetDispatchDeadline().AsDuration(), maxAppEngineDispDL)
-		}
-	default:
-		return fmt.Errorf("task has neither http_request nor app_engine_http_request")
+		return checkAppEngineTask(t)
 	}
-	return nil
+	return fmt.Errorf("task has neither http_request nor app_engine_http_request")
+}
+
+// contentTypeConflict reports the first header (in name order) that sets a Content-Type other
+// than owned, the one the body format sends; owned "" conflicts with nothing.
+func contentTypeConflict(headers map[string]string, owned string) (name string, conflict bool) {
+	if owned == "" {
+		return "", false
+	}
+	for _, name := range slices.Sorted(maps.Keys(headers)) {
+		if strings.EqualFold(name, "Content-Type") && !bodyformat.ContentTypeMatches(owned, headers[name]) {
+			return name, true
+		}
+	}
+	return "", false
 }

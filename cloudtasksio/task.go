@@ -12,16 +12,15 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // taskBuilder turns elements into tasks. It is built from the serializable sink spec, once at
-// pipeline construction (where it doubles as the configuration check) and once per DoFn
-// instance on the worker, so both run exactly the same checks.
+// pipeline construction (where it checks the rules that need the element type) and once per
+// DoFn instance on the worker, where it checks the target's own rules again: the spec a worker
+// decodes is not necessarily the one TryWrite checked.
 type taskBuilder struct {
-	http      *HTTPTarget
-	appEngine *AppEngineTarget
+	target    target                  // the declarative target, nil with a Serializer
 	method    cloudtaskspb.HttpMethod // the fixed method of a declarative target
 	schema    *bodyformat.Schema      // declarative targets only
 	encoder   *bodyformat.Encoder     // nil: no body format
@@ -30,92 +29,47 @@ type taskBuilder struct {
 	now       func() time.Time
 }
 
+// newTaskBuilder compiles the task builder for the element type. Its errors have no package
+// prefix: TryWrite and the worker add it.
 func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
-	b := &taskBuilder{http: spec.HTTP, appEngine: spec.AppEngine, now: time.Now}
+	b := &taskBuilder{now: time.Now}
 	if spec.TaskIDFn != nil {
 		b.taskID = reflectx.ToFunc1x2(spec.TaskIDFn.Fn)
 	}
 	if spec.Serializer != nil {
 		if field, ok := cloudtasksTaggedField(elem); ok {
-			return nil, fmt.Errorf("cloudtasksio: field %s of %v has a `cloudtasks` tag, but only the declarative targets (Config.HTTP, Config.AppEngine) read those tags; "+
+			return nil, fmt.Errorf("field %s of %v has a `cloudtasks` tag, but only the declarative targets (Config.HTTP, Config.AppEngine) read those tags; "+
 				"with Config.Serializer set the request yourself and name tasks with Config.TaskIDFn", field, elem)
 		}
 		b.serialize = reflectx.ToFunc1x2(spec.Serializer.Fn)
 		return b, nil
 	}
+	b.target = Config{HTTP: spec.HTTP, AppEngine: spec.AppEngine}.target()
+	if b.target == nil {
+		return nil, errors.New("no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
+	}
+	if err := b.target.validate(); err != nil {
+		return nil, err
+	}
 	schema, err := bodyformat.NewSchema(elem)
 	if err != nil {
-		return nil, fmt.Errorf("cloudtasksio: element type %v cannot be used with a declarative target: %w", elem, err)
+		return nil, fmt.Errorf("element type %v cannot be used with a declarative target: %w", elem, err)
 	}
 	b.schema = schema
 	if schema.Has(bodyformat.KeyTaskID) && spec.TaskIDFn != nil {
-		return nil, fmt.Errorf("cloudtasksio: Config.TaskIDFn and the %q field of %v both name tasks; keep one", bodyformat.KeyTaskID, elem)
+		return nil, fmt.Errorf("Config.TaskIDFn and the %q field of %v both name tasks; keep one", bodyformat.KeyTaskID, elem)
 	}
-	var body formats.Format
-	var fixedHeaders map[string]string
-	switch {
-	case spec.HTTP != nil:
-		t := spec.HTTP
-		if err := familyHTTP.checkMetadata(schema); err != nil {
-			return nil, fmt.Errorf("cloudtasksio: HTTPTarget: %w", err)
-		}
-		if b.method, err = parseMethod("cloudtasksio: HTTPTarget.Method", t.Method); err != nil {
-			return nil, err
-		}
-		switch {
-		case t.URL != "":
-			if err := checkURL("cloudtasksio: HTTPTarget.URL", t.URL); err != nil {
-				return nil, err
-			}
-		case !schema.Has(bodyformat.KeyURL):
-			return nil, fmt.Errorf("cloudtasksio: HTTPTarget.URL is empty and %v has no `cloudtasks:\"url\"` field", elem)
-		}
-		if err := checkHeaders("cloudtasksio: HTTPTarget.Headers", t.Headers, false); err != nil {
-			return nil, err
-		}
-		if t.OIDC != nil && t.OAuth != nil {
-			return nil, errors.New("cloudtasksio: HTTPTarget.OIDC and HTTPTarget.OAuth are both set; a task carries at most one token")
-		}
-		if t.OIDC != nil && strings.TrimSpace(t.OIDC.ServiceAccountEmail) == "" {
-			return nil, errors.New("cloudtasksio: HTTPTarget.OIDC.ServiceAccountEmail is blank")
-		}
-		if t.OAuth != nil && strings.TrimSpace(t.OAuth.ServiceAccountEmail) == "" {
-			return nil, errors.New("cloudtasksio: HTTPTarget.OAuth.ServiceAccountEmail is blank")
-		}
-		if err := checkDispatchDeadline("cloudtasksio: HTTPTarget.DispatchDeadline", t.DispatchDeadline, maxHTTPDispatchDL); err != nil {
-			return nil, err
-		}
-		body, fixedHeaders = t.Body, t.Headers
-	case spec.AppEngine != nil:
-		t := spec.AppEngine
-		if err := familyAppEngine.checkMetadata(schema); err != nil {
-			return nil, fmt.Errorf("cloudtasksio: AppEngineTarget: %w", err)
-		}
-		if b.method, err = parseMethod("cloudtasksio: AppEngineTarget.Method", t.Method); err != nil {
-			return nil, err
-		}
-		if err := checkRelativeURI("cloudtasksio: AppEngineTarget.RelativeURI", t.RelativeURI); err != nil {
-			return nil, err
-		}
-		if err := checkHeaders("cloudtasksio: AppEngineTarget.Headers", t.Headers, true); err != nil {
-			return nil, err
-		}
-		if err := checkDispatchDeadline("cloudtasksio: AppEngineTarget.DispatchDeadline", t.DispatchDeadline, maxAppEngineDispDL); err != nil {
-			return nil, err
-		}
-		body, fixedHeaders = t.Body, t.Headers
-	default:
-		return nil, errors.New("cloudtasksio: no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
+	fixed := b.target.fixed()
+	if err := b.target.family().checkMetadata(schema); err != nil {
+		return nil, fmt.Errorf("%s: %w", goTypeOfField[fixed.field], err)
 	}
-	if !body.IsZero() {
-		if err := bodyformat.Validate(body); err != nil {
-			return nil, fmt.Errorf("cloudtasksio: body format: %w", err)
-		}
-		if b.encoder, err = bodyformat.NewEncoder(body, schema); err != nil {
-			return nil, fmt.Errorf("cloudtasksio: body format %q cannot encode %v: %w", body.Name, elem, err)
-		}
-		if _, err := withContentType("cloudtasksio: target Headers", fixedHeaders, b.encoder.ContentType()); err != nil {
-			return nil, err
+	if err := b.target.compile(schema); err != nil {
+		return nil, err
+	}
+	b.method, _ = parseMethod("", fixed.method) // checked by validate
+	if !fixed.body.IsZero() {
+		if b.encoder, err = bodyformat.NewEncoder(fixed.body, schema); err != nil {
+			return nil, fmt.Errorf("body format %q cannot encode %v: %w", fixed.body.Name, elem, err)
 		}
 	}
 	return b, nil
@@ -135,7 +89,7 @@ func (e *elementBuilders) forElement(elem any) (*taskBuilder, error) {
 	if e.builder == nil || t != e.typ {
 		b, err := newTaskBuilder(e.spec, t)
 		if err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 		e.typ, e.builder = t, b
 	}
@@ -163,12 +117,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 	if err != nil {
 		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
-	var task *cloudtaskspb.Task
-	if b.http != nil {
-		task, err = b.buildHTTP(elem, &md)
-	} else {
-		task, err = b.buildAppEngine(elem, &md)
-	}
+	task, err := b.request(elem, &md)
 	if err != nil {
 		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
@@ -183,125 +132,49 @@ func (b *taskBuilder) check(task *cloudtaskspb.Task) error {
 	return nil
 }
 
-func (b *taskBuilder) elementMethod(md *bodyformat.Metadata) (cloudtaskspb.HttpMethod, error) {
-	if md.Method == "" {
-		return b.method, nil
+// request builds the declarative target's task for one element: the method, body and headers
+// resolved the same way for both families, then the family's request, then the timing.
+func (b *taskBuilder) request(elem any, md *bodyformat.Metadata) (*cloudtaskspb.Task, error) {
+	fixed := b.target.fixed()
+	p := requestParts{method: b.method}
+	if md.Method != "" {
+		m, err := parseMethod("http-method field", md.Method)
+		if err != nil {
+			return nil, err
+		}
+		p.method = m
 	}
-	return parseMethod("http-method field", md.Method)
-}
-
-func (b *taskBuilder) body(elem any, carries bool) ([]byte, string, error) {
-	if b.encoder == nil || !carries {
-		return nil, "", nil
+	contentType := ""
+	if b.encoder != nil && b.target.carriesBody(p.method) {
+		body, err := b.encoder.Encode(elem)
+		if err != nil {
+			return nil, fmt.Errorf("body format: %w", err)
+		}
+		p.body, contentType = body, b.encoder.ContentType()
 	}
-	body, err := b.encoder.Encode(elem)
-	if err != nil {
-		return nil, "", fmt.Errorf("body format: %w", err)
-	}
-	return body, b.encoder.ContentType(), nil
-}
-
-func (b *taskBuilder) headers(fixed map[string]string, md *bodyformat.Metadata, contentType string) (map[string]string, error) {
-	h := mergeHeaders(fixed, md.Headers)
 	if len(md.Headers) > 0 {
-		if err := checkHeaders("headers field", md.Headers, b.appEngine != nil); err != nil {
+		if err := checkHeaders("headers field", md.Headers, fixed.reserved); err != nil {
 			return nil, err
 		}
 	}
-	return withContentType("headers", h, contentType)
-}
-
-// timing sets the task's schedule time and dispatch deadline: the element's deadline when it
-// carries one (checked against max, the family's bound), else the target's fixed one.
-func (b *taskBuilder) timing(task *cloudtaskspb.Task, md *bodyformat.Metadata, fixed, max time.Duration) error {
+	headers, err := withContentType("headers", mergeHeaders(fixed.headers, md.Headers), contentType)
+	if err != nil {
+		return nil, err
+	}
+	p.headers = headers
+	task := b.target.request(p, md)
 	if !md.ScheduleTime.IsZero() {
 		task.ScheduleTime = timestamppb.New(md.ScheduleTime)
 	}
-	deadline := fixed
+	deadline := fixed.dispatchDeadline
 	if md.DispatchDeadline != 0 {
-		if err := checkDispatchDeadline("dispatch-deadline field", md.DispatchDeadline, max); err != nil {
-			return err
+		if err := checkDispatchDeadline(md.DispatchDeadline, fixed.maxDeadline); err != nil {
+			return nil, fmt.Errorf("dispatch-deadline field %w", err)
 		}
 		deadline = md.DispatchDeadline
 	}
 	if deadline != 0 {
 		task.DispatchDeadline = durationpb.New(deadline)
-	}
-	return nil
-}
-
-// requestParts resolves what both target families share: the element's method, the body
-// (only when carries says the method has one) and the merged headers.
-func (b *taskBuilder) requestParts(elem any, md *bodyformat.Metadata, fixedHeaders map[string]string,
-	carries func(cloudtaskspb.HttpMethod) bool) (cloudtaskspb.HttpMethod, []byte, map[string]string, error) {
-	method, err := b.elementMethod(md)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	body, contentType, err := b.body(elem, carries(method))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	headers, err := b.headers(fixedHeaders, md, contentType)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	return method, body, headers, nil
-}
-
-func (b *taskBuilder) buildHTTP(elem any, md *bodyformat.Metadata) (*cloudtaskspb.Task, error) {
-	t := b.http
-	method, body, headers, err := b.requestParts(elem, md, t.Headers, httpCarriesBody)
-	if err != nil {
-		return nil, err
-	}
-	req := &cloudtaskspb.HttpRequest{Url: t.URL, HttpMethod: method, Headers: headers, Body: body}
-	if md.URL != "" {
-		req.Url = md.URL
-	}
-	switch {
-	case t.OIDC != nil:
-		req.AuthorizationHeader = &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
-			ServiceAccountEmail: t.OIDC.ServiceAccountEmail, Audience: t.OIDC.Audience}}
-	case t.OAuth != nil:
-		req.AuthorizationHeader = &cloudtaskspb.HttpRequest_OauthToken{OauthToken: &cloudtaskspb.OAuthToken{
-			ServiceAccountEmail: t.OAuth.ServiceAccountEmail, Scope: t.OAuth.Scope}}
-	}
-	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: req}}
-	if err := b.timing(task, md, t.DispatchDeadline, maxHTTPDispatchDL); err != nil {
-		return nil, err
-	}
-	return task, nil
-}
-
-func (b *taskBuilder) buildAppEngine(elem any, md *bodyformat.Metadata) (*cloudtaskspb.Task, error) {
-	t := b.appEngine
-	method, body, headers, err := b.requestParts(elem, md, t.Headers, appEngineCarriesBody)
-	if err != nil {
-		return nil, err
-	}
-	req := &cloudtaskspb.AppEngineHttpRequest{RelativeUri: t.RelativeURI, HttpMethod: method, Headers: headers, Body: body}
-	if md.RelativeURI != "" {
-		req.RelativeUri = md.RelativeURI
-	}
-	var routing AppEngineRouting
-	if t.Routing != nil {
-		routing = *t.Routing
-	}
-	for _, o := range []struct {
-		dst *string
-		src *string
-	}{{&routing.Service, md.Service}, {&routing.Version, md.Version}, {&routing.Instance, md.Instance}} {
-		if o.src != nil {
-			*o.dst = *o.src
-		}
-	}
-	if routing != (AppEngineRouting{}) {
-		req.AppEngineRouting = &cloudtaskspb.AppEngineRouting{Service: routing.Service, Version: routing.Version, Instance: routing.Instance}
-	}
-	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_AppEngineHttpRequest{AppEngineHttpRequest: req}}
-	if err := b.timing(task, md, t.DispatchDeadline, maxAppEngineDispDL); err != nil {
-		return nil, err
 	}
 	return task, nil
 }
@@ -375,15 +248,14 @@ func withContentType(field string, headers map[string]string, contentType string
 	if contentType == "" {
 		return headers, nil
 	}
+	if _, conflict := contentTypeConflict(headers, contentType); conflict {
+		return nil, fmt.Errorf("%s set a Content-Type other than %q, which the body format sends (a different media type, or parameters)", field, contentType)
+	}
 	out := make(map[string]string, len(headers)+1)
 	for k, v := range headers {
-		if strings.EqualFold(k, "Content-Type") {
-			if !bodyformat.ContentTypeMatches(contentType, v) {
-				return nil, fmt.Errorf("%s set a Content-Type other than %q, which the body format sends (a different media type, or parameters)", field, contentType)
-			}
-			continue
+		if !strings.EqualFold(k, "Content-Type") {
+			out[k] = v
 		}
-		out[k] = v
 	}
 	out["Content-Type"] = contentType
 	return out, nil

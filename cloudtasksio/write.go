@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strings"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -42,7 +41,7 @@ func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection,
 	elem := col.Type().Type()
 	spec, err := compile(cfg, elem)
 	if err != nil {
-		return beam.PCollection{}, err
+		return beam.PCollection{}, configError(err)
 	}
 	s = s.Scope("cloudtasksio.Write")
 	if spec.Delivery == ExactlyOnce {
@@ -70,76 +69,39 @@ type sinkSpec struct {
 	Client     clientSpec
 }
 
-// compile checks cfg against the element type and returns its serializable form. Every rule
-// that can be checked without an element is checked here, so a bad configuration fails at
-// pipeline construction and not on a worker.
+// compile checks cfg and returns its serializable form: first every rule that needs no
+// element (Config.validate), then the user functions' signatures and the task builder against
+// the element type, so a bad configuration fails at pipeline construction and not on a
+// worker. Its errors have no package prefix; TryWrite adds it.
 func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	spec := &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, OnFailure: cfg.OnFailure}
 	var err error
-
-	switch {
-	case cfg.QueueFn != nil && !cfg.Queue.IsZero():
-		return nil, errors.New("cloudtasksio: Config.Queue and Config.QueueFn are both set; set exactly one destination")
-	case cfg.QueueFn != nil:
-		if spec.QueueFn, err = encodeUserFunc("QueueFn", cfg.QueueFn, elem, queueType); err != nil {
-			return nil, err
+	for _, f := range []struct {
+		field string
+		fn    any
+		ret   reflect.Type
+		dst   **beam.EncodedFunc
+	}{
+		{"QueueFn", cfg.QueueFn, queueType, &spec.QueueFn},
+		{"Serializer", cfg.Serializer, taskType, &spec.Serializer},
+		{"TaskIDFn", cfg.TaskIDFn, keyType, &spec.TaskIDFn},
+	} {
+		if f.fn == nil {
+			continue
 		}
-	case cfg.Queue.IsZero():
-		return nil, errors.New("cloudtasksio: no destination: set Config.Queue or Config.QueueFn")
-	default:
-		if err := cfg.Queue.validate(); err != nil {
-			return nil, fmt.Errorf("cloudtasksio: Config.Queue: %w", err)
-		}
-	}
-
-	targets := 0
-	for _, set := range []bool{cfg.HTTP != nil, cfg.AppEngine != nil, cfg.Serializer != nil} {
-		if set {
-			targets++
-		}
-	}
-	if targets != 1 {
-		return nil, fmt.Errorf("cloudtasksio: %d ways to build the task are set; set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer", targets)
-	}
-	if cfg.Serializer != nil {
-		if spec.Serializer, err = encodeUserFunc("Serializer", cfg.Serializer, elem, taskType); err != nil {
+		if *f.dst, err = encodeUserFunc(f.field, f.fn, elem, f.ret); err != nil {
 			return nil, err
 		}
 	}
-	if cfg.TaskIDFn != nil {
-		if spec.TaskIDFn, err = encodeUserFunc("TaskIDFn", cfg.TaskIDFn, elem, keyType); err != nil {
-			return nil, err
-		}
-	}
-
-	if spec.Writer, err = cfg.Writer.resolve(); err != nil {
-		return nil, err
-	}
-	if cfg.OnFailure < FailBundle || cfg.OnFailure > DeadLetter {
-		return nil, fmt.Errorf("cloudtasksio: Config.OnFailure %v is not FailBundle, LogAndDrop or DeadLetter", cfg.OnFailure)
-	}
-	if err := compileDelivery(cfg, spec); err != nil {
-		return nil, err
-	}
-
-	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile, ChannelPoolSize: spec.Writer.ChannelPoolSize}
-	if cfg.EmulatorEndpoint != "" {
-		if err := checkEndpoint("Config.EmulatorEndpoint", cfg.EmulatorEndpoint); err != nil {
-			return nil, err
-		}
-		if cfg.ServiceAccountKeyFile != "" {
-			return nil, errors.New("cloudtasksio: Config.ServiceAccountKeyFile cannot be used with Config.EmulatorEndpoint, whose plaintext connection carries no credentials")
-		}
-		if cfg.Writer.ChannelPoolSize != 0 {
-			return nil, errors.New("cloudtasksio: WriterOptions.ChannelPoolSize cannot be used with Config.EmulatorEndpoint, which always uses one plaintext connection")
-		}
-	}
-	if cfg.ServiceAccountKeyFile != "" && strings.TrimSpace(cfg.ServiceAccountKeyFile) == "" {
-		return nil, errors.New("cloudtasksio: Config.ServiceAccountKeyFile is blank")
-	}
-	if spec.Client.Settings, err = compileClient(cfg); err != nil {
-		return nil, err
-	}
+	// validate has accepted these; resolving them cannot fail.
+	spec.Writer, _ = cfg.Writer.resolve()
+	spec.Staged, _ = cfg.staged()
+	settings, _ := cfg.clientSettings()
+	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
+		ChannelPoolSize: spec.Writer.ChannelPoolSize, Settings: settings}
 
 	// Building the task builder once here runs every target and format check on the driver.
 	if _, err := newTaskBuilder(spec, elem); err != nil {
