@@ -294,24 +294,25 @@ func (s *Schema) CheckKeys(allowed []string, by string) error {
 // BodyFields returns the body fields in declaration order. The slice is shared: do not modify it.
 func (s *Schema) BodyFields() []Field { return s.body }
 
-// Metadata holds the request metadata read from one element. A zero field means "not set":
-// the target's fixed value applies.
+// Metadata holds the request metadata read from one element, one field per key. A zero field
+// means "not set": the target's fixed value applies. Which keys a target accepts, and what
+// their values mean to it, is the caller's rule (Schema.CheckKeys).
 type Metadata struct {
-	// URL overrides the HTTP target's URL; "" = not set.
+	// URL is the value of the url field; "" = not set.
 	URL string
-	// RelativeURI overrides the App Engine target's relative URI; "" = not set.
+	// RelativeURI is the value of the relative-uri field; "" = not set.
 	RelativeURI string
 	// Method overrides the target's method as written on the element; "" = not set.
 	Method string
 	// Headers are the element's headers; nil = none. The map is the element's own: do not modify it.
 	Headers map[string]string
-	// Service, Version and Instance select App Engine routing: nil keeps the fixed routing,
-	// a pointer to "" clears it.
+	// Service, Version and Instance are the app-engine-service, -version and -instance
+	// fields: nil = not set, a pointer to "" clears the part.
 	Service, Version, Instance *string
 	// ScheduleTime is when the task becomes due; the zero time means now.
 	ScheduleTime time.Time
 	// DispatchDeadline bounds each dispatch attempt; zero = not set. It is not range-checked
-	// here: the bounds depend on the target family.
+	// here: the caller knows the bounds.
 	DispatchDeadline time.Duration
 	// TaskID is the key a named task's id is derived from.
 	TaskID string
