@@ -64,15 +64,25 @@ func validateQueueConfig(q *cloudtaskspb.Queue) error {
 	return nil
 }
 
-func (st *store) getQueue(name string) (*cloudtaskspb.Queue, error) {
+// queueLocked returns the queue called name, or the status error for a bad
+// name or a missing queue. The caller holds st.mu.
+func (st *store) queueLocked(name string) (*queueState, error) {
 	if err := checkQueueName("name", name); err != nil {
 		return nil, err
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
 	qs, ok := st.queues[name]
 	if !ok {
 		return nil, notFound()
+	}
+	return qs, nil
+}
+
+func (st *store) getQueue(name string) (*cloudtaskspb.Queue, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	qs, err := st.queueLocked(name)
+	if err != nil {
+		return nil, err
 	}
 	return proto.Clone(qs.q).(*cloudtaskspb.Queue), nil
 }
@@ -80,14 +90,11 @@ func (st *store) getQueue(name string) (*cloudtaskspb.Queue, error) {
 // queueWithTTL returns a copy of the queue and its explicit tombstone TTL
 // (0 when unset).
 func (st *store) queueWithTTL(name string) (*cloudtaskspb.Queue, time.Duration, error) {
-	if err := checkQueueName("name", name); err != nil {
-		return nil, 0, err
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	qs, ok := st.queues[name]
-	if !ok {
-		return nil, 0, notFound()
+	qs, err := st.queueLocked(name)
+	if err != nil {
+		return nil, 0, err
 	}
 	d, set := st.tombstoneTTL(name)
 	if !set {
@@ -243,14 +250,11 @@ func copyPath(dst, src protoreflect.Message, path []string) error {
 var errUnknownField = invalid("unknown field")
 
 func (st *store) setQueueState(name string, s cloudtaskspb.Queue_State) (*cloudtaskspb.Queue, error) {
-	if err := checkQueueName("name", name); err != nil {
-		return nil, err
-	}
 	st.mu.Lock()
-	qs, ok := st.queues[name]
-	if !ok {
+	qs, err := st.queueLocked(name)
+	if err != nil {
 		st.mu.Unlock()
-		return nil, notFound()
+		return nil, err
 	}
 	qs.q.State = s
 	out := proto.Clone(qs.q).(*cloudtaskspb.Queue)
@@ -260,14 +264,11 @@ func (st *store) setQueueState(name string, s cloudtaskspb.Queue_State) (*cloudt
 }
 
 func (st *store) purgeQueue(name string) (*cloudtaskspb.Queue, error) {
-	if err := checkQueueName("name", name); err != nil {
-		return nil, err
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	qs, ok := st.queues[name]
-	if !ok {
-		return nil, notFound()
+	qs, err := st.queueLocked(name)
+	if err != nil {
+		return nil, err
 	}
 	now := st.now()
 	for _, e := range qs.tasks {
@@ -289,14 +290,11 @@ func (st *store) purgeQueue(name string) (*cloudtaskspb.Queue, error) {
 }
 
 func (st *store) deleteQueue(name string) error {
-	if err := checkQueueName("name", name); err != nil {
-		return err
-	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	qs, ok := st.queues[name]
-	if !ok {
-		return notFound()
+	qs, err := st.queueLocked(name)
+	if err != nil {
+		return err
 	}
 	now := st.now()
 	for _, e := range qs.tasks {

@@ -1,6 +1,7 @@
 package cloudtaskstest
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -171,18 +172,8 @@ func sortedLocked(qs *queueState) []*taskEntry {
 	for _, e := range qs.tasks {
 		es = append(es, e)
 	}
-	slices.SortFunc(es, func(a, b *taskEntry) int { return cmpUint(a.seq, b.seq) })
+	slices.SortFunc(es, func(a, b *taskEntry) int { return cmp.Compare(a.seq, b.seq) })
 	return es
-}
-
-func cmpUint(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (st *store) listTasks(parent string, view cloudtaskspb.Task_View, pageSize int32, token string) ([]*cloudtaskspb.Task, string, error) {

@@ -7,6 +7,7 @@
 package appengine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -181,7 +182,7 @@ func (h *Handler) wait(ctx context.Context, n int, timeout time.Duration) ([]Del
 				out = append(out, d)
 			}
 			h.mu.Unlock()
-			sort.Slice(out, func(i, j int) bool { return out[i].JobID < out[j].JobID })
+			slices.SortFunc(out, func(a, b Delivery) int { return cmp.Compare(a.JobID, b.JobID) })
 			return out, nil
 		}
 		h.mu.Unlock()

@@ -6,12 +6,13 @@
 package deadletters
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -292,12 +293,9 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 	for _, dl := range byID {
 		out = append(out, dl)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Attributes, out[j].Attributes
-		if a[deadletter.AttrCode] != b[deadletter.AttrCode] {
-			return a[deadletter.AttrCode] < b[deadletter.AttrCode]
-		}
-		return a[deadletter.AttrEventTime] < b[deadletter.AttrEventTime]
+	slices.SortFunc(out, func(x, y DeadLetter) int {
+		a, b := x.Attributes, y.Attributes
+		return cmp.Or(cmp.Compare(a[deadletter.AttrCode], b[deadletter.AttrCode]), cmp.Compare(a[deadletter.AttrEventTime], b[deadletter.AttrEventTime]))
 	})
 	return out, nil
 }

@@ -9,8 +9,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -50,7 +51,7 @@ var FallbackQueue = cloudtasksio.Queue{Project: Project, Location: "us-central1"
 // Queues returns every queue an order can be routed to.
 func Queues() []cloudtasksio.Queue {
 	out := []cloudtasksio.Queue{}
-	for _, r := range exampleenv.SortedKeys(regionQueues) {
+	for _, r := range slices.Sorted(maps.Keys(regionQueues)) {
 		out = append(out, regionQueues[r])
 	}
 	return append(out, FallbackQueue)
@@ -166,7 +167,7 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		for _, t := range tasks {
 			d.OrderIDs = append(d.OrderIDs, orderID(t.GetHttpRequest().GetBody()))
 		}
-		sort.Strings(d.OrderIDs)
+		slices.Sort(d.OrderIDs)
 		res.Destinations = append(res.Destinations, d)
 	}
 	res.Print(env.Output())

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sort"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -197,16 +196,6 @@ func Counters(pr beam.PipelineResult, namespace string) map[string]int64 {
 		out[c.Name()] += c.Result()
 	}
 	return out
-}
-
-// SortedKeys returns the keys of m in order.
-func SortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Distributions returns the pipeline's distributions in namespace, merged over steps by name.
