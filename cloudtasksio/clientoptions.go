@@ -61,6 +61,25 @@ var clientFieldPaths = gcpconn.SettingNames{
 	ImpersonateDelegates: "Client.ImpersonateDelegates", UniverseDomain: "Client.UniverseDomain", Emulator: "EmulatorEndpoint",
 }
 
+// checkCredentials applies the emulator and credential rules the sink shares with the
+// dead-letter publisher (gcpconn.Connection.CheckCredentials) as a field error naming the
+// setting at fault; a key file combined with an emulator blames EmulatorEndpoint first.
+func (c Config) checkCredentials() error {
+	conn := gcpconn.Connection{Emulator: c.EmulatorEndpoint, KeyFile: c.ServiceAccountKeyFile}
+	check := func(n namer) error {
+		return conn.CheckCredentials(gcpconn.SettingNames{Emulator: n("EmulatorEndpoint"), KeyFile: n("ServiceAccountKeyFile")})
+	}
+	var se *gcpconn.SettingError
+	if err := check(func(path string) string { return path }); !errors.As(err, &se) {
+		return err
+	}
+	fields := []string{se.Name}
+	if c.EmulatorEndpoint != "" && se.Name != "EmulatorEndpoint" {
+		fields = []string{"EmulatorEndpoint", se.Name}
+	}
+	return errFields(fields, func(n namer) string { return check(n).Error() })
+}
+
 // clientSettings checks c.Client against the emulator endpoint and returns the form the client
 // cache keys on. A refusal is a field error naming the setting at fault.
 func (c Config) clientSettings() (gcpconn.ClientSettings, error) {

@@ -176,23 +176,13 @@ func (c Config) validate() error {
 	if _, err := c.staged(); err != nil {
 		return err
 	}
-	if c.EmulatorEndpoint != "" {
-		if err := checkEndpoint("EmulatorEndpoint", c.EmulatorEndpoint); err != nil {
-			return err
-		}
-		if c.ServiceAccountKeyFile != "" {
-			return errFields([]string{"EmulatorEndpoint", "ServiceAccountKeyFile"}, func(n namer) string {
-				return n("ServiceAccountKeyFile") + " cannot be used with " + n("EmulatorEndpoint") + ", whose plaintext connection carries no credentials"
-			})
-		}
-		if c.Writer.ChannelPoolSize != 0 {
-			return errFields([]string{"Writer.ChannelPoolSize", "EmulatorEndpoint"}, func(n namer) string {
-				return n("Writer.ChannelPoolSize") + " cannot be used with " + n("EmulatorEndpoint") + ", which always uses one plaintext connection"
-			})
-		}
+	if err := c.checkCredentials(); err != nil {
+		return err
 	}
-	if c.ServiceAccountKeyFile != "" && strings.TrimSpace(c.ServiceAccountKeyFile) == "" {
-		return errField("ServiceAccountKeyFile", "is blank")
+	if c.EmulatorEndpoint != "" && c.Writer.ChannelPoolSize != 0 {
+		return errFields([]string{"Writer.ChannelPoolSize", "EmulatorEndpoint"}, func(n namer) string {
+			return n("Writer.ChannelPoolSize") + " cannot be used with " + n("EmulatorEndpoint") + ", which always uses one plaintext connection"
+		})
 	}
 	if _, err := c.clientSettings(); err != nil {
 		return err

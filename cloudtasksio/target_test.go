@@ -18,10 +18,10 @@ import (
 )
 
 func TestEmulatorEndpointErrorsNameTheField(t *testing.T) {
-	err := checkEndpoint("EmulatorEndpoint", "localhost")
+	err := Config{EmulatorEndpoint: "localhost"}.checkCredentials()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Config.EmulatorEndpoint")
-	assert.NoError(t, checkEndpoint("EmulatorEndpoint", "localhost:8123"))
+	assert.NoError(t, Config{EmulatorEndpoint: "localhost:8123"}.checkCredentials())
 }
 
 func TestCheckHeaders(t *testing.T) {
