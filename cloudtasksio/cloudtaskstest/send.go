@@ -240,6 +240,20 @@ func (r result) reason() string {
 	return "UNAVAILABLE"
 }
 
+// httpStatusCodes are the codes of the HTTP answers that have one of their own;
+// any other 5xx is INTERNAL and any other answer FAILED_PRECONDITION.
+var httpStatusCodes = map[int]codes.Code{
+	400: codes.InvalidArgument,
+	401: codes.Unauthenticated,
+	403: codes.PermissionDenied,
+	404: codes.NotFound,
+	409: codes.Aborted,
+	429: codes.ResourceExhausted,
+	501: codes.Unimplemented,
+	503: codes.Unavailable,
+	504: codes.DeadlineExceeded,
+}
+
 // rpcStatus maps the attempt's outcome to the status recorded in
 // Attempt.response_status.
 func (r result) rpcStatus() *rpcstatus.Status {
@@ -250,28 +264,14 @@ func (r result) rpcStatus() *rpcstatus.Status {
 	case !r.responded():
 	case r.ok():
 		c = codes.OK
-	case r.code == 400:
-		c = codes.InvalidArgument
-	case r.code == 401:
-		c = codes.Unauthenticated
-	case r.code == 403:
-		c = codes.PermissionDenied
-	case r.code == 404:
-		c = codes.NotFound
-	case r.code == 409:
-		c = codes.Aborted
-	case r.code == 429:
-		c = codes.ResourceExhausted
-	case r.code == 501:
-		c = codes.Unimplemented
-	case r.code == 503:
-		c = codes.Unavailable
-	case r.code == 504:
-		c = codes.DeadlineExceeded
-	case r.code >= 500:
-		c = codes.Internal
 	default:
-		c = codes.FailedPrecondition
+		var known bool
+		if c, known = httpStatusCodes[r.code]; !known {
+			c = codes.FailedPrecondition
+			if r.code >= 500 {
+				c = codes.Internal
+			}
+		}
 	}
 	return &rpcstatus.Status{Code: int32(c), Message: r.String()}
 }
