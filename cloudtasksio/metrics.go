@@ -49,6 +49,23 @@ const (
 	// MetricStagedTaskRemainingMillis is the distribution of the time left before the
 	// creation deadline at that moment (exactly-once only).
 	MetricStagedTaskRemainingMillis = "stagedTaskRemainingMillis"
+
+	// MetricQueuePreflightPaused counts the queues the queue preflight found PAUSED, once per
+	// worker process and queue (under PreflightFail, once per failed bundle). The next three
+	// count their findings the same way (see WriterOptions.QueuePreflight).
+	MetricQueuePreflightPaused = "queuePreflightPaused"
+	// MetricQueuePreflightDisabled: queues found DISABLED.
+	MetricQueuePreflightDisabled = "queuePreflightDisabled"
+	// MetricQueuePreflightURIOverride: queues whose httpTarget.uriOverride, in enforce mode
+	// ALWAYS, replaces the URL of the HTTP tasks the sink creates.
+	MetricQueuePreflightURIOverride = "queuePreflightUriOverride"
+	// MetricQueuePreflightRoutingOverride: queues whose appEngineRoutingOverride replaces the
+	// routing the sink sets on App Engine tasks.
+	MetricQueuePreflightRoutingOverride = "queuePreflightRoutingOverride"
+	// MetricQueuePreflightSkipped counts the queue reads of the preflight that failed: once
+	// per process and queue for PERMISSION_DENIED and UNIMPLEMENTED (not tried again), once
+	// per bundle for other errors (tried again in the next bundle).
+	MetricQueuePreflightSkipped = "queuePreflightSkipped"
 )
 
 // MetricErrorClass returns the name of the counter of failed create attempts whose outermost

@@ -32,6 +32,11 @@ type WriterOptions struct {
 	NotFoundRecoveryMaxAttempts int
 	// PerDestinationMetrics adds recordsSend and sendErrors counters per queue. Default false.
 	PerDestinationMetrics bool
+	// QueuePreflight decides what a worker does when, reading a queue before its first create
+	// there, it finds the queue PAUSED or DISABLED or with an override that replaces what the
+	// sink sets: PreflightWarn (the default) logs and counts it, PreflightFail fails the
+	// bundle, PreflightOff does not read the queue.
+	QueuePreflight QueuePreflight
 }
 
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
@@ -97,6 +102,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if o.QueuePreflight < PreflightWarn || o.QueuePreflight > PreflightOff {
+		return o, errField("Writer.QueuePreflight", "%v is not PreflightWarn, PreflightFail or PreflightOff", o.QueuePreflight)
 	}
 	for _, budget := range []struct {
 		name         string

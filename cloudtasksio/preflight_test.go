@@ -1,0 +1,305 @@
+package cloudtasksio
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+)
+
+const preflightQueue = "projects/p/locations/l/queues/preflight"
+
+// preflightServer is an in-memory server with preflightQueue, a client to reconfigure the
+// queue as an operator would, and a count of the GetQueue calls it answered.
+type preflightServer struct {
+	*cloudtaskstest.Server
+	admin    *cloudtasks.Client
+	getQueue atomic.Int64
+}
+
+func newPreflightServer(t *testing.T) *preflightServer {
+	t.Helper()
+	srv := &preflightServer{Server: cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())}
+	t.Cleanup(func() { srv.Close() })
+	_, err := srv.CreateQueue(preflightQueue)
+	require.NoError(t, err)
+	srv.admin, err = cloudtasks.NewClient(context.Background(), srv.ClientOptions()...)
+	require.NoError(t, err)
+	t.Cleanup(func() { srv.admin.Close() })
+	srv.Observe("GetQueue", func(cloudtaskstest.Call) { srv.getQueue.Add(1) })
+	return srv
+}
+
+// update sets the queue fields that paths name to those of q.
+func (s *preflightServer) update(t *testing.T, q *cloudtaskspb.Queue, paths ...string) {
+	t.Helper()
+	q.Name = preflightQueue
+	_, err := s.admin.UpdateQueue(context.Background(), &cloudtaskspb.UpdateQueueRequest{Queue: q, UpdateMask: &fieldmaskpb.FieldMask{Paths: paths}})
+	require.NoError(t, err)
+}
+
+// preflighter returns a preflighter of a fresh DoFn instance reading from s.
+func (s *preflightServer) preflighter(mode QueuePreflight) *queuePreflighter {
+	return newQueuePreflighter(mode, clientSpec{EmulatorEndpoint: s.Addr})
+}
+
+func httpCreate(url string) *cloudtaskspb.CreateTaskRequest {
+	return &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{
+		HttpRequest: &cloudtaskspb.HttpRequest{Url: url, Body: []byte(`{"card":"secret-payload"}`), Headers: map[string]string{"Authorization": "Bearer secret-token"}}}}}
+}
+
+func appEngineCreate(routing *cloudtaskspb.AppEngineRouting) *cloudtaskspb.CreateTaskRequest {
+	return &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_AppEngineHttpRequest{
+		AppEngineHttpRequest: &cloudtaskspb.AppEngineHttpRequest{RelativeUri: "/work", Body: []byte("secret-payload"), AppEngineRouting: routing}}}}
+}
+
+var workerRouting = &cloudtaskspb.AppEngineRouting{Service: "worker"}
+
+func alwaysOverride() *cloudtaskspb.HttpTarget {
+	return &cloudtaskspb.HttpTarget{UriOverride: &cloudtaskspb.UriOverride{
+		Host: proto.String("elsewhere.example.com"), PathOverride: &cloudtaskspb.PathOverride{Path: "/routed"},
+		UriOverrideEnforceMode: cloudtaskspb.UriOverride_ALWAYS}}
+}
+
+func TestQueuePreflightWarnsOncePerProcessAndFinding(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		setup  func(t *testing.T, s *preflightServer)
+		req    *cloudtaskspb.CreateTaskRequest
+		metric string
+		says   []string
+	}{
+		{"paused", func(t *testing.T, s *preflightServer) { require.NoError(t, s.PauseQueue(preflightQueue)) },
+			httpCreate("https://example.com/"), MetricQueuePreflightPaused, []string{"is PAUSED", "pile up undelivered"}},
+		{"disabled", func(t *testing.T, s *preflightServer) { require.NoError(t, s.DisableQueue(preflightQueue)) },
+			httpCreate("https://example.com/"), MetricQueuePreflightDisabled, []string{"is DISABLED", "pile up undelivered"}},
+		{"uri override always", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{HttpTarget: alwaysOverride()}, "http_target")
+		},
+			httpCreate("https://example.com/"), MetricQueuePreflightURIOverride, []string{"uriOverride in enforce mode ALWAYS", "replaces the host, path of the URL", "tasks go to host elsewhere.example.com"}},
+		{"uri override with unspecified mode, which means ALWAYS", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{HttpTarget: &cloudtaskspb.HttpTarget{UriOverride: &cloudtaskspb.UriOverride{Port: proto.Int64(8443)}}}, "http_target")
+		}, httpCreate("https://example.com/"), MetricQueuePreflightURIOverride, []string{"replaces the port of the URL"}},
+		{"routing override", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{AppEngineRoutingOverride: &cloudtaskspb.AppEngineRouting{Service: "billing", Version: "v3"}}, "app_engine_routing_override")
+		}, appEngineCreate(workerRouting), MetricQueuePreflightRoutingOverride, []string{"appEngineRoutingOverride (service=billing version=v3)", "replacing the routing the sink sets"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newPreflightServer(t)
+			c.setup(t, s)
+			logs := captureLogs(t)
+			ctx, counters := metricsContext()
+			// Two DoFn instances, two bundles each: one read, one line, one count.
+			for range 2 {
+				p := s.preflighter(PreflightWarn)
+				for range 2 {
+					p.startBundle()
+					for range 3 {
+						require.NoError(t, p.check(ctx, c.req), "warnings do not fail the bundle")
+					}
+				}
+			}
+			assert.Equal(t, int64(1), s.getQueue.Load(), "the queue is read once per process")
+			lines := logLines(logs, "cloudtasksio: queue preflight")
+			require.Len(t, lines, 1, "one line per finding")
+			assert.Contains(t, lines[0], "level=WARN")
+			assert.Contains(t, lines[0], preflightQueue)
+			assert.Contains(t, lines[0], "PreflightFail")
+			for _, want := range c.says {
+				assert.Contains(t, lines[0], want)
+			}
+			assert.NotContains(t, logs.String(), "secret", "no payload or header reaches the log")
+			assert.Equal(t, map[string]int64{c.metric: 1}, counters())
+		})
+	}
+}
+
+func TestQueuePreflightStaysQuietWhenNothingReplacesWhatTheSinkSets(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		setup func(t *testing.T, s *preflightServer)
+		req   *cloudtaskspb.CreateTaskRequest
+	}{
+		{"running queue without overrides", func(*testing.T, *preflightServer) {}, httpCreate("https://example.com/")},
+		{"uri override IF_NOT_EXISTS: the task's URL has every part", func(t *testing.T, s *preflightServer) {
+			ht := alwaysOverride()
+			ht.UriOverride.UriOverrideEnforceMode = cloudtaskspb.UriOverride_IF_NOT_EXISTS
+			s.update(t, &cloudtaskspb.Queue{HttpTarget: ht}, "http_target")
+		}, httpCreate("https://example.com/")},
+		{"uri override on App Engine tasks", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{HttpTarget: alwaysOverride()}, "http_target")
+		}, appEngineCreate(workerRouting)},
+		{"routing override on an App Engine task without routing", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{AppEngineRoutingOverride: &cloudtaskspb.AppEngineRouting{Service: "billing"}}, "app_engine_routing_override")
+		}, appEngineCreate(nil)},
+		{"routing override on HTTP tasks", func(t *testing.T, s *preflightServer) {
+			s.update(t, &cloudtaskspb.Queue{AppEngineRoutingOverride: &cloudtaskspb.AppEngineRouting{Service: "billing"}}, "app_engine_routing_override")
+		}, httpCreate("https://example.com/")},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newPreflightServer(t)
+			c.setup(t, s)
+			logs := captureLogs(t)
+			ctx, counters := metricsContext()
+			for _, mode := range []QueuePreflight{PreflightWarn, PreflightFail} {
+				require.NoError(t, s.preflighter(mode).check(ctx, c.req))
+			}
+			assert.Equal(t, int64(2), s.getQueue.Load(), "the queue was read, once per mode")
+			assert.Empty(t, logLines(logs, "cloudtasksio: queue preflight"))
+			assert.Empty(t, counters())
+		})
+	}
+}
+
+func TestQueuePreflightSkipsQueuesItMayNotRead(t *testing.T) {
+	for _, c := range []struct {
+		code codes.Code
+		says string
+	}{
+		{codes.PermissionDenied, "grant cloudtasks.queues.get"},
+		{codes.Unimplemented, "does not implement GetQueue"},
+	} {
+		t.Run(c.code.String(), func(t *testing.T) {
+			s := newPreflightServer(t)
+			require.NoError(t, s.PauseQueue(preflightQueue)) // not seen: the read is refused
+			s.InjectErrors("GetQueue", c.code)
+			logs := captureLogs(t)
+			ctx, counters := metricsContext()
+			for _, mode := range []QueuePreflight{PreflightWarn, PreflightFail} {
+				// The first instance is refused; the second knows it and does not ask.
+				for range 2 {
+					p := s.preflighter(mode)
+					p.startBundle()
+					require.NoError(t, p.check(ctx, httpCreate("https://example.com/")), "a refused read does not fail the bundle, even under PreflightFail")
+				}
+				s.InjectErrors("GetQueue", c.code) // for the next mode
+			}
+			assert.Equal(t, int64(2), s.getQueue.Load(), "one read per mode, not tried again")
+			lines := logLines(logs, "cloudtasksio: queue preflight")
+			require.Len(t, lines, 2, "one line per mode")
+			for _, line := range lines {
+				assert.Contains(t, line, "level=INFO")
+				assert.Contains(t, line, "not checking queue "+preflightQueue)
+				assert.Contains(t, line, c.says)
+				assert.NotContains(t, line, "injected", "the status message is not quoted")
+			}
+			assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 2}, counters())
+		})
+	}
+}
+
+func TestQueuePreflightRetriesAFailedReadInTheNextBundle(t *testing.T) {
+	s := newPreflightServer(t)
+	require.NoError(t, s.PauseQueue(preflightQueue))
+	s.InjectErrors("GetQueue", codes.Internal)
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	p := s.preflighter(PreflightFail)
+	p.startBundle()
+	for range 3 {
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")), "a failed read skips the check for this bundle")
+	}
+	assert.Equal(t, int64(1), s.getQueue.Load(), "not read again in the same bundle")
+	lines := logLines(logs, "cloudtasksio: queue preflight")
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], "level=WARN")
+	assert.Contains(t, lines[0], "failed with INTERNAL")
+	assert.Contains(t, lines[0], "the next bundle tries again")
+
+	p.startBundle()
+	err := p.check(ctx, httpCreate("https://example.com/"))
+	require.Error(t, err, "the next bundle reads the queue and finds it paused")
+	assert.Contains(t, err.Error(), "is PAUSED")
+	assert.Equal(t, int64(2), s.getQueue.Load())
+	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 1, MetricQueuePreflightPaused: 1}, counters())
+}
+
+func TestQueuePreflightReadRidesOutAnUnavailableAnswer(t *testing.T) {
+	s := newPreflightServer(t)
+	require.NoError(t, s.PauseQueue(preflightQueue))
+	s.InjectErrors("GetQueue", codes.Unavailable)
+	ctx, counters := metricsContext()
+	err := s.preflighter(PreflightFail).check(ctx, httpCreate("https://example.com/"))
+	require.Error(t, err, "the client retried the read, which found the queue paused")
+	assert.Equal(t, int64(2), s.getQueue.Load())
+	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 1}, counters())
+}
+
+func TestQueuePreflightFailNamesTheQueueAndEveryReasonAndReadsAgain(t *testing.T) {
+	s := newPreflightServer(t)
+	require.NoError(t, s.PauseQueue(preflightQueue))
+	s.update(t, &cloudtaskspb.Queue{HttpTarget: alwaysOverride()}, "http_target")
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	p := s.preflighter(PreflightFail)
+	for bundle := 1; bundle <= 2; bundle++ {
+		p.startBundle()
+		err := p.check(ctx, httpCreate("https://example.com/"))
+		require.Error(t, err, "bundle %d", bundle)
+		for _, want := range []string{preflightQueue, "is PAUSED", "uriOverride in enforce mode ALWAYS", "WriterOptions.QueuePreflight is PreflightFail", "sink.queue-preflight"} {
+			assert.Contains(t, err.Error(), want)
+		}
+		assert.NotContains(t, err.Error(), "secret")
+	}
+	assert.Equal(t, int64(2), s.getQueue.Load(), "a failed bundle keeps nothing: the next one reads the queue again")
+	assert.Empty(t, logLines(logs, "cloudtasksio: queue preflight"), "the error is the report")
+	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 2, MetricQueuePreflightURIOverride: 2}, counters())
+
+	// Once the operator fixes the queue, the next bundle passes and the process stops reading.
+	require.NoError(t, s.ResumeQueue(preflightQueue))
+	s.update(t, &cloudtaskspb.Queue{}, "http_target")
+	for range 2 {
+		p.startBundle()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+	}
+	assert.Equal(t, int64(3), s.getQueue.Load())
+}
+
+func TestQueuePreflightOffReadsNothing(t *testing.T) {
+	s := newPreflightServer(t)
+	require.NoError(t, s.PauseQueue(preflightQueue))
+	ctx, counters := metricsContext()
+	require.NoError(t, s.preflighter(PreflightOff).check(ctx, httpCreate("https://example.com/")))
+	assert.Zero(t, s.getQueue.Load())
+	assert.Empty(t, counters())
+}
+
+func TestQueuePreflightKeepsEachQueueApart(t *testing.T) {
+	s := newPreflightServer(t)
+	const other = "projects/p/locations/l/queues/other"
+	_, err := s.CreateQueue(other)
+	require.NoError(t, err)
+	require.NoError(t, s.PauseQueue(other))
+	ctx, counters := metricsContext()
+	p := s.preflighter(PreflightWarn)
+	p.startBundle()
+	for range 2 {
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		req := httpCreate("https://example.com/")
+		req.Parent = other
+		require.NoError(t, p.check(ctx, req))
+	}
+	assert.Equal(t, int64(2), s.getQueue.Load(), "one read per queue")
+	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 1}, counters(), "only the paused queue is reported")
+}
+
+func TestQueuePreflightValues(t *testing.T) {
+	assert.Equal(t, "PreflightWarn", QueuePreflight(0).String(), "the zero value warns")
+	assert.Equal(t, "PreflightFail", PreflightFail.String())
+	assert.Equal(t, "PreflightOff", PreflightOff.String())
+	assert.Equal(t, "QueuePreflight(7)", QueuePreflight(7).String())
+	_, err := WriterOptions{QueuePreflight: 7}.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WriterOptions.QueuePreflight")
+	assert.True(t, strings.Contains(err.Error(), "QueuePreflight(7)"))
+}
