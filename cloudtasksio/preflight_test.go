@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -302,4 +303,32 @@ func TestQueuePreflightValues(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "WriterOptions.QueuePreflight")
 	assert.True(t, strings.Contains(err.Error(), "QueuePreflight(7)"))
+}
+
+func TestProcessMemoRunsConcurrentCallersOfAKeyOneAtATime(t *testing.T) {
+	var m processMemo[string, int]
+	var reads, inside, most atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := []string{"a", "b"}[i%2]
+			require.NoError(t, m.with(key, func(done *int) error {
+				n := inside.Add(1)
+				defer inside.Add(-1)
+				if n > most.Load() {
+					most.Store(n)
+				}
+				if *done == 0 {
+					reads.Add(1)
+					*done = 1
+				}
+				return nil
+			}))
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(2), reads.Load(), "one read per key, however many callers")
+	assert.LessOrEqual(t, most.Load(), int64(2), "callers of one key never overlap")
 }
