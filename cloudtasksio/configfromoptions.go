@@ -270,6 +270,8 @@ var optionTable = slices.Concat(
 		optionOf("sink.recovery.not-found.max-attempts", "Writer.NotFoundRecoveryMaxAttempts", positiveIntValue,
 			func(c *Config) *int { return &c.Writer.NotFoundRecoveryMaxAttempts }),
 		optionOf("sink.metrics.per-destination", "Writer.PerDestinationMetrics", boolValue, func(c *Config) *bool { return &c.Writer.PerDestinationMetrics }),
+		optionOf("sink.queue-preflight", "Writer.QueuePreflight", enumValue(strings.Join(queuePreflightValues, ", "), queuePreflightByValue),
+			func(c *Config) *QueuePreflight { return &c.Writer.QueuePreflight }),
 	},
 	formatRows()[1:],
 )
@@ -348,11 +350,12 @@ func optErr(key, format string, args ...any) *OptionError {
 //   - sink.delivery-guarantee: "at-least-once" (default) or "exactly-once", and the
 //     sink.staged.* keys, which are only accepted with exactly-once.
 //   - sink.in-flight.max-tasks, sink.channel-pool-size, sink.recovery.*,
-//     sink.recovery.not-found.*, sink.metrics.per-destination: WriterOptions.
+//     sink.recovery.not-found.*, sink.metrics.per-destination, sink.queue-preflight
+//     ("warn", "fail" or "off"): WriterOptions.
 //
 // Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h"); booleans are
 // "true" or "false" in any letter case; integers are decimal; the enumerated values (target
-// type, delivery guarantee, expired-envelope policy, format name, methods) match in any letter
+// type, delivery guarantee, expired-envelope policy, queue preflight, format name, methods) match in any letter
 // case. Option keys themselves are case-sensitive; header names keep the case given.
 //
 // An unknown key, a key of the other target family, a blank value (except for header values,

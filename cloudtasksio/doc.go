@@ -83,6 +83,16 @@
 //	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
 //	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
 //
+// The queue preflight (WriterOptions.QueuePreflight) adds counters of what it found, once per
+// worker process and queue:
+//
+//	queuePreflightPaused                  counter       queues found PAUSED (tasks stored, not dispatched)
+//	queuePreflightDisabled                counter       queues found DISABLED
+//	queuePreflightUriOverride             counter       queues whose uriOverride (mode ALWAYS) replaces task URLs
+//	queuePreflightRoutingOverride         counter       queues whose appEngineRoutingOverride replaces task routing
+//	queuePreflightSkipped                 counter       queue reads that failed (PERMISSION_DENIED, UNIMPLEMENTED:
+//	                                                    once per process; other statuses: once per bundle)
+//
 // Exactly-once mode adds:
 //
 //	expiredEnvelopesFailed                counter       staged tasks past their creation deadline, by the

@@ -31,6 +31,11 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricExpiredEnvelopesDropped, "expiredEnvelopesDropped"},
 	{cloudtasksio.MetricStagedTaskAgeMillis, "stagedTaskAgeMillis"},
 	{cloudtasksio.MetricStagedTaskRemainingMillis, "stagedTaskRemainingMillis"},
+	{cloudtasksio.MetricQueuePreflightPaused, "queuePreflightPaused"},
+	{cloudtasksio.MetricQueuePreflightDisabled, "queuePreflightDisabled"},
+	{cloudtasksio.MetricQueuePreflightURIOverride, "queuePreflightUriOverride"},
+	{cloudtasksio.MetricQueuePreflightRoutingOverride, "queuePreflightRoutingOverride"},
+	{cloudtasksio.MetricQueuePreflightSkipped, "queuePreflightSkipped"},
 }
 
 func TestMetricNamesAreTheDocumentedOnes(t *testing.T) {

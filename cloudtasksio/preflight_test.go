@@ -332,3 +332,23 @@ func TestProcessMemoRunsConcurrentCallersOfAKeyOneAtATime(t *testing.T) {
 	assert.Equal(t, int64(2), reads.Load(), "one read per key, however many callers")
 	assert.LessOrEqual(t, most.Load(), int64(2), "callers of one key never overlap")
 }
+
+func TestQueuePreflightOptionKey(t *testing.T) {
+	opts := func(v string) map[string]string {
+		return map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/", "sink.queue-preflight": v}
+	}
+	for v, want := range map[string]QueuePreflight{"warn": PreflightWarn, "fail": PreflightFail, "OFF": PreflightOff} {
+		cfg, err := ConfigFromOptions(opts(v))
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.Writer.QueuePreflight, v)
+	}
+	cfg, err := ConfigFromOptions(map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/"})
+	require.NoError(t, err)
+	assert.Equal(t, PreflightWarn, cfg.Writer.QueuePreflight, "left out: warn")
+	for _, bad := range []string{"loud", ""} {
+		_, err = ConfigFromOptions(opts(bad))
+		require.Error(t, err, bad)
+		assert.Contains(t, err.Error(), "sink.queue-preflight")
+		assert.Contains(t, err.Error(), "warn, fail, off")
+	}
+}
