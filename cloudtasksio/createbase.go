@@ -18,8 +18,9 @@ import (
 // Beam serializes a DoFn as the JSON of its exported fields, embedded structs included: every
 // field here is runtime state, unexported, rebuilt by setup and start on the worker.
 type createBase[T any] struct {
-	metrics *sinkMetrics
-	engine  *engine.Engine[T]
+	metrics   *sinkMetrics
+	engine    *engine.Engine[T]
+	preflight *queuePreflighter // reads each queue once per process before its first create
 }
 
 // setup resolves the writer options in spec (the spec a worker decodes is not necessarily the
@@ -31,6 +32,7 @@ func (b *createBase[T]) setup(spec *sinkSpec) error {
 	}
 	spec.Writer = writer
 	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)
+	b.preflight = newQueuePreflighter(writer.QueuePreflight, spec.Client)
 	return nil
 }
 
@@ -42,6 +44,7 @@ func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Obs
 		b.engine.Fail(errBundleAbandoned)
 	}
 	b.engine = engine.New(c, o, obs)
+	b.preflight.startBundle()
 }
 
 // bundleErr returns the bundle's first failure, if any.
@@ -49,6 +52,9 @@ func (b *createBase[T]) bundleErr() error { return b.engine.Err() }
 
 // submit hands r to the bundle's engine and returns the bundle's failure, if any.
 func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error {
+	if err := b.preflight.check(ctx, r.Create); err != nil {
+		return b.failBundle(ctx, err)
+	}
 	err := b.engine.Submit(ctx, r)
 	b.metrics.gauges(ctx, b.engine)
 	if err != nil {

@@ -44,6 +44,7 @@ func eoSpec(t *testing.T, q string, elem any, staged StagedOptions) *sinkSpec {
 		HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}, EmulatorEndpoint: "127.0.0.1:1"}
 	spec, err := compile(cfg, typeOf(elem))
 	require.NoError(t, err)
+	spec.Writer.QueuePreflight = PreflightOff // nothing serves 127.0.0.1:1: the preflight tests turn it on with a server
 	return spec
 }
 

@@ -238,15 +238,19 @@ func newQueuePreflighter(mode QueuePreflight, client clientSpec) *queuePreflight
 	return &queuePreflighter{mode: mode, client: client}
 }
 
-// startBundle forgets what the previous bundle checked: a read skipped for that bundle is tried
+// startBundle (nil-safe) forgets what the previous bundle checked: a read skipped for that bundle is tried
 // again. What the process knows for good is kept.
-func (p *queuePreflighter) startBundle() { clear(p.done) }
+func (p *queuePreflighter) startBundle() {
+	if p != nil {
+		clear(p.done)
+	}
+}
 
-// check runs the preflight for the request about to be created, if this process has not run it
+// check (nil-safe: a nil preflighter checks nothing) runs the preflight for the request about to be created, if this process has not run it
 // for the queue yet. It returns an error only under PreflightFail, when the queue is found
 // misconfigured: the caller fails the bundle with it, whatever the failure policy.
 func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) error {
-	if p.mode == PreflightOff {
+	if p == nil || p.mode == PreflightOff {
 		return nil
 	}
 	dk := doneKey{queue: req.GetParent(), sets: setsOf(req.GetTask())}

@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,4 +352,87 @@ func TestQueuePreflightOptionKey(t *testing.T) {
 		assert.Contains(t, err.Error(), "sink.queue-preflight")
 		assert.Contains(t, err.Error(), "warn, fail, off")
 	}
+}
+
+// countGetQueue counts the v2 GetQueue calls srv answers from now on.
+func countGetQueue(srv *cloudtaskstest.Server) *atomic.Int64 {
+	var n atomic.Int64
+	srv.Observe("GetQueue", func(cloudtaskstest.Call) { n.Add(1) })
+	return &n
+}
+
+func TestAtLeastOnceWriterReadsTheQueueBeforeItsFirstCreateOncePerProcess(t *testing.T) {
+	srv := newBundleServer(t)
+	require.NoError(t, srv.PauseQueue(bundleQueue))
+	reads := countGetQueue(srv)
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	// Two DoFn instances of one process, two bundles each.
+	for range 2 {
+		f := newBundleWriteFn(t, srv, FailBundle, 10, WriterOptions{})
+		for bundle := range 2 {
+			require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+			for i := range 5 {
+				require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(bundle, "-", i)}, discardDeadLetters))
+			}
+			require.NoError(t, f.FinishBundle(ctx, discardDeadLetters), "a warning does not fail the bundle")
+		}
+	}
+	assert.Equal(t, int64(1), reads.Load(), "one read for the process")
+	assert.Len(t, srv.Tasks(bundleQueue), 20, "the tasks are created anyway, and wait in the paused queue")
+	assert.Len(t, logLines(logs, "is PAUSED"), 1)
+	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
+}
+
+func TestAtLeastOnceWriterUnderPreflightFailCreatesNothingInAPausedQueue(t *testing.T) {
+	srv := newBundleServer(t)
+	require.NoError(t, srv.PauseQueue(bundleQueue))
+	// Whatever the failure policy: the queue is at fault, not an element.
+	f := newBundleWriteFn(t, srv, LogAndDrop, 10, WriterOptions{QueuePreflight: PreflightFail})
+	ctx, counters := metricsContext()
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	err := f.ProcessElement(ctx, 0, urlOrder{ID: "1"}, discardDeadLetters)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "queue "+bundleQueue+" is PAUSED")
+	assert.Contains(t, err.Error(), "PreflightFail")
+	require.Error(t, f.ProcessElement(ctx, 0, urlOrder{ID: "2"}, discardDeadLetters), "the bundle stays failed")
+	require.Error(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Zero(t, srv.Stats().CreateTaskCalls, "nothing was sent")
+	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
+	assert.Zero(t, counters()[MetricRecordsSendErrors], "the queue failed, not an element")
+
+	// The operator resumes the queue; the retried bundle reads it again and goes through.
+	require.NoError(t, srv.ResumeQueue(bundleQueue))
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "1"}, discardDeadLetters))
+	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Len(t, srv.Tasks(bundleQueue), 1)
+}
+
+func TestExactlyOnceCreateStepRunsTheQueuePreflight(t *testing.T) {
+	srv := newStagedServer(t, "eo-preflight")
+	const queue = "projects/p/locations/l/queues/eo-preflight"
+	require.NoError(t, srv.DisableQueue(queue))
+	reads := countGetQueue(srv)
+	spec := stagedSpecFor(t, srv, "eo-preflight", eoPlainOrder{})
+	spec.Writer.QueuePreflight = PreflightFail
+	envs := stageAll(t, spec, plainOrders(3)...)
+	ctx, counters := metricsContext()
+	f := &stagedCreateFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	err := createAll(ctx, f, envs)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "queue "+queue+" is DISABLED")
+	assert.Zero(t, srv.Stats().CreateTaskCalls)
+	assert.Equal(t, int64(1), counters()[MetricQueuePreflightDisabled])
+
+	spec.Writer.QueuePreflight = PreflightWarn
+	f = &stagedCreateFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	for range 2 {
+		require.NoError(t, createAll(ctx, f, envs))
+	}
+	assert.Len(t, srv.Tasks(queue), 3, "created under a warning, once each")
+	assert.Equal(t, int64(2), reads.Load(), "one read failed the first bundle, one more for the warning mode")
+	assert.Equal(t, int64(2), counters()[MetricQueuePreflightDisabled])
 }
