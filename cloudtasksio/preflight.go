@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // The queue preflight. Before the first create to a queue, each worker process reads the queue
@@ -75,38 +76,6 @@ func (r v2QueueReader) readQueue(ctx context.Context, queue string) (*cloudtasks
 	return client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: queue})
 }
 
-// processMemo keeps one value per key for the life of the worker process: the results of the
-// queue checks (this preflight, the exactly-once retention check), which run once per process
-// however many DoFn instances and bundles there are. Each key has a lock of its own, held
-// while fn works on its value, so concurrent DoFn instances wait for one read of a queue
-// instead of all making it, and a slow read holds up only the callers of its own key.
-type processMemo[K comparable, V any] struct {
-	mu      sync.Mutex
-	entries map[K]*memoEntry[V]
-}
-
-type memoEntry[V any] struct {
-	mu sync.Mutex
-	v  V
-}
-
-// with runs fn on key's value, holding key's lock, and returns fn's error.
-func (m *processMemo[K, V]) with(key K, fn func(v *V) error) error {
-	m.mu.Lock()
-	e, ok := m.entries[key]
-	if !ok {
-		if m.entries == nil {
-			m.entries = map[K]*memoEntry[V]{}
-		}
-		e = &memoEntry[V]{}
-		m.entries[key] = e
-	}
-	m.mu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return fn(&e.v)
-}
-
 // preflightKey selects one preflight state: a queue as one client setting sees it, under one
 // mode (a warning already logged under PreflightWarn must not let a PreflightFail sink of the
 // same process pass).
@@ -116,15 +85,20 @@ type preflightKey struct {
 	mode   QueuePreflight
 }
 
-// preflightState is what a process knows about one queue.
+// preflightState is what a process knows about one queue. Its lock is held while the queue is
+// read and its findings reported, so concurrent DoFn instances wait for one read instead of
+// all making it, and a slow read holds up only the callers of its own queue.
 type preflightState struct {
+	mu       sync.Mutex
 	read     bool                 // the queue was read, or its read skipped for good
 	skipped  bool                 // the read was refused for good (PERMISSION_DENIED, UNIMPLEMENTED)
 	queue    *cloudtaskspb.Queue  // what the read returned
 	reported map[findingKind]bool // findings already logged and counted
 }
 
-var preflights processMemo[preflightKey, preflightState]
+// preflights holds one state per key for the life of the worker process, like the shared
+// clients and the exactly-once retention checks.
+var preflights gcpconn.Cache[preflightKey, *preflightState]
 
 // findingKind is one thing the preflight reports; each has its counter.
 type findingKind int
@@ -261,7 +235,10 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 		p.reader = v2QueueReader{spec: p.client}
 	}
 	key := preflightKey{client: p.client, queue: dk.queue, mode: p.mode}
-	err := preflights.with(key, func(st *preflightState) error { return p.run(ctx, st, dk) })
+	st, _ := preflights.Get(key, func() (*preflightState, error) { return &preflightState{}, nil })
+	st.mu.Lock()
+	err := p.run(ctx, st, dk)
+	st.mu.Unlock()
 	if err != nil && !errors.Is(err, errPreflightSkippedForBundle) {
 		return err
 	}

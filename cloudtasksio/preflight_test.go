@@ -306,32 +306,25 @@ func TestQueuePreflightValues(t *testing.T) {
 	assert.True(t, strings.Contains(err.Error(), "QueuePreflight(7)"))
 }
 
-func TestProcessMemoRunsConcurrentCallersOfAKeyOneAtATime(t *testing.T) {
-	var m processMemo[string, int]
-	var reads, inside, most atomic.Int64
+func TestConcurrentDoFnInstancesReadAQueueOnce(t *testing.T) {
+	s := newPreflightServer(t)
+	require.NoError(t, s.PauseQueue(preflightQueue))
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
 	var wg sync.WaitGroup
-	for i := range 50 {
+	for range 20 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			key := []string{"a", "b"}[i%2]
-			require.NoError(t, m.with(key, func(done *int) error {
-				n := inside.Add(1)
-				defer inside.Add(-1)
-				if n > most.Load() {
-					most.Store(n)
-				}
-				if *done == 0 {
-					reads.Add(1)
-					*done = 1
-				}
-				return nil
-			}))
+			p := s.preflighter(PreflightWarn)
+			p.startBundle()
+			assert.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, int64(2), reads.Load(), "one read per key, however many callers")
-	assert.LessOrEqual(t, most.Load(), int64(2), "callers of one key never overlap")
+	assert.Equal(t, int64(1), s.getQueue.Load(), "the others waited for the first read")
+	assert.Len(t, logLines(logs, "is PAUSED"), 1)
+	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
 }
 
 func TestQueuePreflightOptionKey(t *testing.T) {

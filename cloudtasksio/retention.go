@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // retentionReader reads how long a queue remembers the names of deleted or executed tasks.
@@ -46,7 +47,7 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 // verified holds, per client setting, queue and required retention, whether this process has
 // found the queue's retention long enough (or could not read it from an emulator). A failed
 // check is not kept: the next bundle checks again.
-var verified processMemo[retentionKey, bool]
+var verified gcpconn.Cache[retentionKey, struct{}]
 
 type retentionKey struct {
 	client    clientSpec
@@ -64,29 +65,26 @@ const defaultTombstoneTTL = time.Hour
 // the v2beta3 API (an emulator) skips the check with one log line.
 func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, queue string, want time.Duration) error {
 	key := retentionKey{client: spec, queue: queue, retention: want}
-	return verified.with(key, func(done *bool) error {
-		if *done {
-			return nil
-		}
+	_, err := verified.Get(key, func() (struct{}, error) {
 		ttl, ok, err := r.tombstoneTTL(ctx, queue)
 		switch {
 		case status.Code(err) == codes.Unimplemented:
 			log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
 		case err != nil:
 			code := engine.OutermostCode(err)
-			return fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
 				"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
 				queue, code, retentionFailureMeaning(code))
 		case !ok && defaultTombstoneTTL < want:
-			return fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
+			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 				queue, defaultTombstoneTTL, want)
 		case ok && ttl < want:
-			return fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
+			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
 				queue, ttl, want)
 		}
-		*done = true
-		return nil
+		return struct{}{}, nil
 	})
+	return err
 }
 
 // retentionFailureMeaning says what a failed GetQueue of the retention preflight means and
