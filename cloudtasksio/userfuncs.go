@@ -23,22 +23,22 @@ func encodeUserFunc(field string, fn any, elem, ret reflect.Type) (*beam.Encoded
 	want := fmt.Sprintf("func(%v) (%v, error)", elem, ret)
 	t := reflect.TypeOf(fn)
 	if t == nil || t.Kind() != reflect.Func {
-		return nil, fmt.Errorf("Config.%s must be a function %s, got %T", field, want, fn)
+		return nil, errField(field, "must be a function %s, got %T", want, fn)
 	}
 	if reflect.ValueOf(fn).IsNil() {
-		return nil, fmt.Errorf("Config.%s is a nil function", field)
+		return nil, errField(field, "is a nil function")
 	}
 	if t.NumIn() != 1 || t.IsVariadic() || !elem.AssignableTo(t.In(0)) ||
 		t.NumOut() != 2 || t.Out(0) != ret || t.Out(1) != errorType {
-		return nil, fmt.Errorf("Config.%s has type %v; want %s for this PCollection", field, t, want)
+		return nil, errField(field, "has type %v; want %s for this PCollection", t, want)
 	}
 	name := reflectx.FunctionName(fn)
 	if closureName.MatchString(name) {
-		return nil, fmt.Errorf("Config.%s is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", field, name)
+		return nil, errField(field, "is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", name)
 	}
 	if !registered(name, t) {
-		return nil, fmt.Errorf("Config.%s (%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
-			field, name, t.In(0), ret, shortName(name))
+		return nil, errField(field, "(%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
+			name, t.In(0), ret, shortName(name))
 	}
 	f := reflectx.MakeFunc(fn)
 	return &beam.EncodedFunc{Fn: f}, nil
