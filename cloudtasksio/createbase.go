@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"errors"
+	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/googleapis/gax-go/v2"
@@ -88,6 +89,12 @@ func (b *createBase[T]) failBundle(ctx context.Context, err error) error {
 // Observer; both create DoFns count them alike.
 func (b *createBase[T]) AttemptFailed(ctx context.Context, _ *engine.Request[T], code string) {
 	b.metrics.attemptFailed(ctx, code)
+}
+
+// AttemptLatency records how long each create attempt's call took, for the engine's
+// LatencyObserver; both create DoFns record them alike.
+func (b *createBase[T]) AttemptLatency(ctx context.Context, _ *engine.Request[T], latency time.Duration) {
+	b.metrics.attemptLatency.Update(ctx, latency.Milliseconds())
 }
 
 // errBundleAbandoned ends the creates of a bundle that was neither finished nor failed through

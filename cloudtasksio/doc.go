@@ -80,6 +80,10 @@
 //	                                                    cancelled because its bundle had failed is not counted
 //	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
 //	parkedTasks                           gauge         creates waiting out a retry backoff
+//	createAttemptLatencyMillis            distribution  how long each create attempt's call took (ms), one sample
+//	                                                    per attempt, retried ones included, backoff not included
+//	createAttemptsPerTask                 distribution  attempts each accepted task took, one sample per element
+//	                                                    counted in numRecordsSend
 //	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
 //	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
 //

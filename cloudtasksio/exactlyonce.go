@@ -264,7 +264,7 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedC
 	if c.assumedCreated {
 		return // counted by expiredEnvelopesAssumedCreated: nothing was sent
 	}
-	f.metrics.created(ctx, r.Create.GetParent(), c.bytes, deduplicated)
+	f.metrics.created(ctx, r.Create.GetParent(), c.bytes, r.Attempts(), deduplicated)
 }
 
 // Rejected fails the bundle: in exactly-once mode every failure does.

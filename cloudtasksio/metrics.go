@@ -29,6 +29,14 @@ const (
 	MetricRecordsSkipped = "recordsSkipped"
 	// MetricTasksDeduplicated counts the ALREADY_EXISTS answers for named tasks.
 	MetricTasksDeduplicated = "tasksDeduplicated"
+	// MetricCreateAttemptLatencyMillis is the distribution of how long each create attempt's
+	// CreateTask call took, in whole milliseconds: one sample per attempt, retried or not
+	// (backoff waits are not in it; a call the sink cancelled because its bundle had failed
+	// is left out). Its count is the number of attempts.
+	MetricCreateAttemptLatencyMillis = "createAttemptLatencyMillis"
+	// MetricCreateAttemptsPerTask is the distribution of the attempts each accepted task took,
+	// the first included: one sample per element counted in MetricRecordsSend.
+	MetricCreateAttemptsPerTask = "createAttemptsPerTask"
 	// MetricInFlightTasks is the gauge of creates in flight in the reporting DoFn instance.
 	MetricInFlightTasks = "inFlightTasks"
 	// MetricParkedTasks is the gauge of creates waiting out a retry backoff.
@@ -88,33 +96,38 @@ func MetricDestinationSendErrors(queuePath string) string {
 // sinkMetrics are the sink's Beam metrics. Counters count elements, not attempts, except
 // errorClass.<CODE>.errors, which counts every failed attempt by its outermost status.
 type sinkMetrics struct {
-	recordsSend      beam.Counter // numRecordsSend: elements Cloud Tasks accepted
-	bytesSend        beam.Counter // numBytesSend: task wire bytes of accepted elements
-	recordsErrors    beam.Counter // numRecordsSendErrors: elements that reached the failure policy
-	recordsSkipped   beam.Counter // recordsSkipped: elements the serializer skipped
-	deduplicated     beam.Counter // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
-	inFlight, parked beam.Gauge   // inFlightTasks, parkedTasks
-	perDestination   bool         // per-queue counters enabled
+	recordsSend      beam.Counter      // numRecordsSend: elements Cloud Tasks accepted
+	bytesSend        beam.Counter      // numBytesSend: task wire bytes of accepted elements
+	recordsErrors    beam.Counter      // numRecordsSendErrors: elements that reached the failure policy
+	recordsSkipped   beam.Counter      // recordsSkipped: elements the serializer skipped
+	deduplicated     beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
+	inFlight, parked beam.Gauge        // inFlightTasks, parkedTasks
+	attemptLatency   beam.Distribution // createAttemptLatencyMillis: per attempt
+	attemptsPerTask  beam.Distribution // createAttemptsPerTask: per accepted element
+	perDestination   bool              // per-queue counters enabled
 	errorClasses     map[string]beam.Counter
 }
 
 func newSinkMetrics(perDestination bool) *sinkMetrics {
 	return &sinkMetrics{
-		recordsSend:    beam.NewCounter(MetricsNamespace, MetricRecordsSend),
-		bytesSend:      beam.NewCounter(MetricsNamespace, MetricBytesSend),
-		recordsErrors:  beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
-		recordsSkipped: beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
-		deduplicated:   beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
-		inFlight:       beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
-		parked:         beam.NewGauge(MetricsNamespace, MetricParkedTasks),
-		perDestination: perDestination,
-		errorClasses:   map[string]beam.Counter{},
+		recordsSend:     beam.NewCounter(MetricsNamespace, MetricRecordsSend),
+		bytesSend:       beam.NewCounter(MetricsNamespace, MetricBytesSend),
+		recordsErrors:   beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
+		recordsSkipped:  beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
+		deduplicated:    beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
+		inFlight:        beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
+		parked:          beam.NewGauge(MetricsNamespace, MetricParkedTasks),
+		attemptLatency:  beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
+		attemptsPerTask: beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
+		perDestination:  perDestination,
+		errorClasses:    map[string]beam.Counter{},
 	}
 }
 
-func (m *sinkMetrics) created(ctx context.Context, queue string, bytes int, deduplicated bool) {
+func (m *sinkMetrics) created(ctx context.Context, queue string, bytes, attempts int, deduplicated bool) {
 	m.recordsSend.Inc(ctx, 1)
 	m.bytesSend.Inc(ctx, int64(bytes))
+	m.attemptsPerTask.Update(ctx, int64(attempts))
 	if deduplicated {
 		m.deduplicated.Inc(ctx, 1)
 	}

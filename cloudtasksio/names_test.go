@@ -31,6 +31,8 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricExpiredEnvelopesDropped, "expiredEnvelopesDropped"},
 	{cloudtasksio.MetricStagedTaskAgeMillis, "stagedTaskAgeMillis"},
 	{cloudtasksio.MetricStagedTaskRemainingMillis, "stagedTaskRemainingMillis"},
+	{cloudtasksio.MetricCreateAttemptLatencyMillis, "createAttemptLatencyMillis"},
+	{cloudtasksio.MetricCreateAttemptsPerTask, "createAttemptsPerTask"},
 	{cloudtasksio.MetricQueuePreflightPaused, "queuePreflightPaused"},
 	{cloudtasksio.MetricQueuePreflightDisabled, "queuePreflightDisabled"},
 	{cloudtasksio.MetricQueuePreflightURIOverride, "queuePreflightUriOverride"},

@@ -133,7 +133,7 @@ func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskReques
 // bundle's goroutine, so emitting and updating metrics here is safe.
 
 func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], deduplicated bool) {
-	f.metrics.created(ctx, r.Tag.queue, r.Tag.bytes, deduplicated)
+	f.metrics.created(ctx, r.Tag.queue, r.Tag.bytes, r.Attempts(), deduplicated)
 }
 
 // Rejected applies the failure policy; under FailBundle its error stops the engine, so nothing

@@ -206,6 +206,17 @@ type FailureObserver[T any] interface {
 	Failed(ctx context.Context, r *Request[T], err error)
 }
 
+// LatencyObserver is the optional part of an Observer that hears how long
+// each attempt's CreateTask call took, measured around the call on the
+// attempt's goroutine (backoff and the wait for a free slot are not in it).
+// It hears every attempt whose outcome the engine reports, created,
+// deduplicated or failed, just before that outcome's callback; not an attempt
+// that ended because the engine had failed and cancelled it. It is called
+// like the Observer's methods, inside Submit or Flush.
+type LatencyObserver[T any] interface {
+	AttemptLatency(ctx context.Context, r *Request[T], latency time.Duration)
+}
+
 // ExpiredAction is Expirer.Expired's decision for a request whose deadline
 // passed before it could be sent.
 type ExpiredAction int
@@ -251,6 +262,7 @@ type Engine[T any] struct {
 	obs     Observer[T]
 	expirer Expirer[T]         // nil: every expiry is terminal
 	failure FailureObserver[T] // nil: nobody is told which request failed
+	latency LatencyObserver[T] // nil: attempt latencies are not reported
 
 	// done receives one completion per started attempt. Its capacity is
 	// MaxInFlight and at most MaxInFlight attempts are outstanding, so an
@@ -272,14 +284,15 @@ type Engine[T any] struct {
 
 // completion is the result of one attempt, posted by its goroutine.
 type completion[T any] struct {
-	r   *Request[T]
-	err error
-	at  time.Time // when the RPC returned: backoff is measured from here
+	r    *Request[T]
+	err  error
+	at   time.Time     // when the RPC returned: backoff is measured from here
+	took time.Duration // how long the CreateTask call took
 }
 
 // New returns an Engine sending through c and reporting to obs (nil: outcomes
 // are ignored and expired requests fail). obs may also implement Expirer and
-// FailureObserver; New checks once. It panics when c is nil or an
+// FailureObserver and LatencyObserver; New checks once. It panics when c is nil or an
 // option is out of range, naming the option: the caller validates user
 // configuration before it gets here.
 func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
@@ -306,9 +319,10 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	}
 	expirer, _ := obs.(Expirer[T])
 	failure, _ := obs.(FailureObserver[T])
+	latency, _ := obs.(LatencyObserver[T])
 	attempts, cancel := context.WithCancel(context.Background())
 	return &Engine[T]{
-		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure,
+		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency,
 		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
 		adaptive: engineAdaptive[T]{a: o.Adaptive},
 	}
@@ -481,10 +495,11 @@ func (e *Engine[T]) start(r *Request[T], p *permit) {
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
+		began := time.Now()
 		_, err := creator.CreateTask(ctx, r.Create)
 		at := time.Now()
 		adaptive.finished(p, err, named, at)
-		done <- completion[T]{r: r, err: err, at: at}
+		done <- completion[T]{r: r, err: err, at: at, took: at.Sub(began)}
 	}()
 }
 
@@ -493,10 +508,14 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	e.inFlight--
 	r := c.r
 	if c.err == nil {
+		e.reportLatency(ctx, c)
 		e.obs.Created(ctx, r, false)
 		return
 	}
 	d := classify(c.err, r.Create.GetTask().GetName() != "")
+	if e.attempts.Err() == nil || !d.cancelled {
+		e.reportLatency(ctx, c)
+	}
 	if d.class == Deduplicated {
 		e.obs.Created(ctx, r, true)
 		return
@@ -545,6 +564,13 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
 			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))})
+	}
+}
+
+// reportLatency tells the LatencyObserver, if any, how long c's call took.
+func (e *Engine[T]) reportLatency(ctx context.Context, c completion[T]) {
+	if e.latency != nil {
+		e.latency.AttemptLatency(ctx, c.r, c.took)
 	}
 }
 

@@ -171,6 +171,8 @@ type harness struct {
 	expire    func(r *Request[string]) (ExpiredAction, error)
 	reject    func(r *Request[string], err error) error // nil: a rejection leaves the engine running
 	terminal  []string                                  // ids reported by Failed
+	latencies map[string][]time.Duration                // AttemptLatency reports per id
+	outcomes  []string                                  // "latency:id", "created:id", "failed:id" in callback order
 }
 
 type callKey struct{}
@@ -254,6 +256,7 @@ func (h *harness) Created(ctx context.Context, r *Request[string], deduplicated 
 	h.check(ctx, "Created")
 	id := r.Tag
 	h.created = append(h.created, id)
+	h.outcomes = append(h.outcomes, "created:"+id)
 	h.createdAt[id] = time.Since(h.start)
 	if deduplicated {
 		h.dedup = append(h.dedup, id)
@@ -280,6 +283,16 @@ func (h *harness) Failed(ctx context.Context, r *Request[string], err error) {
 func (h *harness) AttemptFailed(ctx context.Context, r *Request[string], code string) {
 	h.check(ctx, "AttemptFailed")
 	h.failed = append(h.failed, r.Tag+":"+code)
+	h.outcomes = append(h.outcomes, "failed:"+r.Tag)
+}
+
+func (h *harness) AttemptLatency(ctx context.Context, r *Request[string], latency time.Duration) {
+	h.check(ctx, "AttemptLatency")
+	if h.latencies == nil {
+		h.latencies = map[string][]time.Duration{}
+	}
+	h.latencies[r.Tag] = append(h.latencies[r.Tag], latency)
+	h.outcomes = append(h.outcomes, "latency:"+r.Tag)
 }
 
 func (h *harness) Expired(ctx context.Context, r *Request[string]) (ExpiredAction, error) {
@@ -1115,5 +1128,49 @@ func TestATypedNilErrorFromTheCreatorFailsWithoutPanicking(t *testing.T) {
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "not retryable")
 		assert.Empty(t, h.rejected, "an unreadable chain is never handed to the failure policy")
+	})
+}
+
+func TestAttemptLatencyIsTheCallAloneForEveryReportedAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		unavailable := status.Error(codes.Unavailable, "try again")
+		f := newFake(func(id string, n int) (time.Duration, error) {
+			switch {
+			case id == "retried" && n == 1:
+				return 30 * time.Millisecond, unavailable
+			case id == "retried":
+				return 50 * time.Millisecond, nil
+			case id == "named":
+				return 20 * time.Millisecond, status.Error(codes.AlreadyExists, "there")
+			}
+			return 70 * time.Millisecond, nil
+		})
+		h := newHarness(t, f, baseOptions()) // 100ms backoff after the first failure
+		require.NoError(t, h.submitID("retried"))
+		require.NoError(t, h.submit(namedRequest("named")))
+		require.NoError(t, h.submitID("plain"))
+		require.NoError(t, h.flush())
+		assert.Equal(t, ms(30, 50), h.latencies["retried"], "each attempt's own call; the 100ms backoff between is not in it")
+		assert.Equal(t, ms(20), h.latencies["named"], "a deduplicated attempt is an attempt")
+		assert.Equal(t, ms(70), h.latencies["plain"])
+		assert.Equal(t, []string{"latency:named", "created:named", "latency:retried", "failed:retried", "latency:plain", "created:plain",
+			"latency:retried", "created:retried"}, h.outcomes, "the latency comes just before its attempt's outcome")
+	})
+}
+
+func TestAttemptLatencyLeavesOutAttemptsTheEngineCancelled(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFake(func(id string, n int) (time.Duration, error) {
+			if id == "slow" {
+				return time.Hour, nil
+			}
+			return 10 * time.Millisecond, status.Error(codes.PermissionDenied, "no")
+		})
+		h := newHarness(t, f, baseOptions())
+		require.NoError(t, h.submitID("slow"))
+		require.NoError(t, h.submitID("denied"))
+		require.Error(t, h.flush(), "PERMISSION_DENIED fails the engine and cancels the slow attempt")
+		assert.Equal(t, ms(10), h.latencies["denied"])
+		assert.Empty(t, h.latencies["slow"], "a call the engine cancelled measures the cancellation, not the service")
 	})
 }
