@@ -29,18 +29,18 @@ import (
 // origin + NameRetention - ClockSkewAllowance - RequestTimeout.
 
 func init() {
-	register.DoFn3x1[context.Context, beam.X, func(stagedTask), error](&stageFn{})
-	register.Emitter1[stagedTask]()
-	register.DoFn3x1[context.Context, stagedTask, func(beam.EventTime, deadletter.FailedElement), error](&stagedCreateFn{})
-	beam.RegisterType(reflect.TypeOf((*stagedTask)(nil)).Elem())
+	register.DoFn3x1[context.Context, beam.X, func(envelope), error](&stageFn{})
+	register.Emitter1[envelope]()
+	register.DoFn3x1[context.Context, envelope, func(beam.EventTime, deadletter.FailedElement), error](&stagedCreateFn{})
+	beam.RegisterType(reflect.TypeOf((*envelope)(nil)).Elem())
 }
 
 // maxStagedTaskBytes is the largest named task, in wire bytes, the stage step accepts.
 const maxStagedTaskBytes = 100_000
 
-// stagedTask is the envelope the stage step emits: everything the create step needs, fixed
+// envelope is what the stage step emits for each element: everything the create step needs, fixed
 // before the Reshuffle. Times are Unix nanoseconds.
-type stagedTask struct {
+type envelope struct {
 	Queue    string
 	Origin   int64
 	Deadline int64
@@ -83,7 +83,7 @@ func (f *stageFn) Setup() error {
 	return nil
 }
 
-func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(stagedTask)) error {
+func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
 	env, err := f.stage(elem)
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(sta
 
 // stage returns the envelope for elem, or nil when the element is skipped. In exactly-once
 // mode every failure fails the bundle.
-func (f *stageFn) stage(elem any) (*stagedTask, error) {
+func (f *stageFn) stage(elem any) (*envelope, error) {
 	queue := f.Spec.Queue
 	b, err := f.builders.forElement(elem)
 	if err != nil {
@@ -132,7 +132,7 @@ func (f *stageFn) stage(elem any) (*stagedTask, error) {
 		return nil, fmt.Errorf("cloudtasksio: exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
 	}
 	origin := f.now()
-	return &stagedTask{
+	return &envelope{
 		Queue:    queue.Path(),
 		Origin:   origin.UnixNano(),
 		Deadline: envelopeDeadline(origin, f.Spec.Staged.creationWindow()),
@@ -206,7 +206,7 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 	return nil
 }
 
-func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ func(beam.EventTime, deadletter.FailedElement)) error {
 	if err := f.bundleErr(); err != nil {
 		return err
 	}
@@ -243,7 +243,7 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env stagedTask, _ f
 // (it would be created there) or one without a creation deadline (nothing would keep its send
 // inside the name retention). These are not expiries: they fail the bundle whatever the
 // expired-envelope policy.
-func (f *stagedCreateFn) checkEnvelope(env stagedTask) error {
+func (f *stagedCreateFn) checkEnvelope(env envelope) error {
 	if want := f.Spec.Queue.Path(); env.Queue != want {
 		return fmt.Errorf("cloudtasksio: exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
 			"the staged tasks do not belong to this sink", env.Queue, want)

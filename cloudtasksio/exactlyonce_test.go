@@ -98,11 +98,11 @@ func (c *fakeCreator) callCount() int {
 }
 
 // stageAll stages elems with a fresh stage DoFn.
-func stageAll(t *testing.T, spec *sinkSpec, elems ...any) []stagedTask {
+func stageAll(t *testing.T, spec *sinkSpec, elems ...any) []envelope {
 	t.Helper()
 	f := &stageFn{Spec: spec}
 	f.Setup()
-	var out []stagedTask
+	var out []envelope
 	for _, e := range elems {
 		env, err := f.stage(e)
 		require.NoError(t, err)
@@ -113,7 +113,7 @@ func stageAll(t *testing.T, spec *sinkSpec, elems ...any) []stagedTask {
 }
 
 // createAll runs one create bundle over envs and returns its error.
-func createAll(ctx context.Context, f *stagedCreateFn, envs []stagedTask) error {
+func createAll(ctx context.Context, f *stagedCreateFn, envs []envelope) error {
 	if err := f.StartBundle(ctx, nil); err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func TestStageRejectsATaskOverTheSizeLimit(t *testing.T) {
 }
 
 // expiredEnvelope stages one element whose deadline has already passed.
-func expiredEnvelope(t *testing.T, spec *sinkSpec, key string) []stagedTask {
+func expiredEnvelope(t *testing.T, spec *sinkSpec, key string) []envelope {
 	envs := stageAll(t, spec, eoOrder{ID: key, Key: key})
 	envs[0].Deadline = time.Now().Add(-time.Millisecond).UnixNano()
 	return envs
@@ -427,16 +427,16 @@ func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
 		spec := eoSpec(t, "q", eoOrder{}, staged)
 		other := eoSpec(t, "other", eoOrder{}, staged)
 		for name, c := range map[string]struct {
-			env  func() stagedTask
+			env  func() envelope
 			want string
 		}{
-			"staged for another queue": {func() stagedTask { return stageAll(t, other, eoOrder{ID: "1", Key: "k"})[0] }, "projects/p/locations/l/queues/other"},
-			"no deadline": {func() stagedTask {
+			"staged for another queue": {func() envelope { return stageAll(t, other, eoOrder{ID: "1", Key: "k"})[0] }, "projects/p/locations/l/queues/other"},
+			"no deadline": {func() envelope {
 				env := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})[0]
 				env.Deadline = 0
 				return env
 			}, "deadline"},
-			"a task named for another queue": {func() stagedTask {
+			"a task named for another queue": {func() envelope {
 				env := stageAll(t, other, eoOrder{ID: "1", Key: "k"})[0]
 				env.Queue = spec.Queue.Path()
 				return env
@@ -447,7 +447,7 @@ func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
 				ctx, counters := metricsContext()
 				f := &stagedCreateFn{Spec: spec, creator: creator}
 				require.NoError(t, f.Setup())
-				err := createAll(ctx, f, []stagedTask{c.env()})
+				err := createAll(ctx, f, []envelope{c.env()})
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), c.want)
 				assert.Zero(t, creator.callCount(), "nothing is sent")
@@ -464,16 +464,16 @@ func TestExactlyOnceFailuresAreCountedOncePerEnvelope(t *testing.T) {
 	const queue = "projects/p/locations/l/queues/q"
 	for name, c := range map[string]struct {
 		script []error
-		envs   func(spec *sinkSpec) []stagedTask
+		envs   func(spec *sinkSpec) []envelope
 	}{
 		"rejected":          {script: []error{status.Error(codes.InvalidArgument, "bad task")}},
 		"permission denied": {script: []error{status.Error(codes.PermissionDenied, "no permission")}},
 		"budget exhausted":  {script: repeatErr(status.Error(codes.Unavailable, "down"), 8)},
-		"expired":           {envs: func(spec *sinkSpec) []stagedTask { return expiredEnvelope(t, spec, "k") }},
-		"undecodable": {envs: func(spec *sinkSpec) []stagedTask {
+		"expired":           {envs: func(spec *sinkSpec) []envelope { return expiredEnvelope(t, spec, "k") }},
+		"undecodable": {envs: func(spec *sinkSpec) []envelope {
 			env := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})[0]
 			env.Task = []byte{0xff, 0xff}
-			return []stagedTask{env}
+			return []envelope{env}
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -525,9 +525,9 @@ func TestExactlyOnceCountsTheElementsTheSerializerSkips(t *testing.T) {
 	f := &stageFn{Spec: spec}
 	require.NoError(t, f.Setup())
 	ctx, counters := metricsContext()
-	var staged []stagedTask
+	var staged []envelope
 	for _, id := range []string{"1", "skip", "2", "skip", "skip"} {
-		require.NoError(t, f.ProcessElement(ctx, eoPlainOrder{ID: id}, func(env stagedTask) { staged = append(staged, env) }))
+		require.NoError(t, f.ProcessElement(ctx, eoPlainOrder{ID: id}, func(env envelope) { staged = append(staged, env) }))
 	}
 	assert.Len(t, staged, 2, "a skipped element stages nothing")
 	assert.Equal(t, int64(3), counters()[MetricRecordsSkipped])
