@@ -272,6 +272,9 @@ var optionTable = slices.Concat(
 		optionOf("sink.metrics.per-destination", "Writer.PerDestinationMetrics", boolValue, func(c *Config) *bool { return &c.Writer.PerDestinationMetrics }),
 		optionOf("sink.queue-preflight", "Writer.QueuePreflight", enumValue(strings.Join(queuePreflightValues, ", "), queuePreflightByValue),
 			func(c *Config) *QueuePreflight { return &c.Writer.QueuePreflight }),
+		optionOf("sink.in-flight.adaptive", "Writer.AdaptiveConcurrency",
+			enumValue("on, off", map[string]AdaptiveConcurrency{"on": AdaptiveConcurrencyOn, "off": AdaptiveConcurrencyOff}),
+			func(c *Config) *AdaptiveConcurrency { return &c.Writer.AdaptiveConcurrency }),
 	},
 	formatRows()[1:],
 )
@@ -351,7 +354,7 @@ func optErr(key, format string, args ...any) *OptionError {
 //     sink.staged.* keys, which are only accepted with exactly-once.
 //   - sink.in-flight.max-tasks, sink.channel-pool-size, sink.recovery.*,
 //     sink.recovery.not-found.*, sink.metrics.per-destination, sink.queue-preflight
-//     ("warn", "fail" or "off"): WriterOptions.
+//     ("warn", "fail" or "off"), sink.in-flight.adaptive ("on" or "off"): WriterOptions.
 //
 // Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h"); booleans are
 // "true" or "false" in any letter case; integers are decimal; the enumerated values (target

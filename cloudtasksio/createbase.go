@@ -22,6 +22,7 @@ type createBase[T any] struct {
 	metrics   *sinkMetrics
 	engine    *engine.Engine[T]
 	preflight *queuePreflighter // reads each queue once per process before its first create
+	adaptive  *engine.Adaptive  // the process-wide limits of the DoFn's client setting; nil: off
 }
 
 // setup resolves the writer options in spec (the spec a worker decodes is not necessarily the
@@ -34,16 +35,19 @@ func (b *createBase[T]) setup(spec *sinkSpec) error {
 	spec.Writer = writer
 	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)
 	b.preflight = newQueuePreflighter(writer.QueuePreflight, spec.Client)
+	b.adaptive = adaptiveFor(spec)
 	return nil
 }
 
 // start begins a bundle with a fresh engine sending through c and reporting to obs: nothing of
-// a failed bundle can leak into the next one. Whatever the previous bundle's engine still has
-// in flight is cancelled.
+// a failed bundle can leak into the next one, except what adaptive concurrency learnt about
+// the queues, which every bundle of the process shares. Whatever the previous bundle's engine
+// still has in flight is cancelled.
 func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Observer[T]) {
 	if b.engine != nil {
 		b.engine.Fail(errBundleAbandoned)
 	}
+	o.Adaptive = b.adaptive
 	b.engine = engine.New(c, o, obs)
 	b.preflight.startBundle()
 }

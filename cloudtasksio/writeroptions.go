@@ -37,12 +37,16 @@ type WriterOptions struct {
 	// sink sets: PreflightWarn (the default) logs and counts it, PreflightFail fails the
 	// bundle, PreflightOff does not read the queue.
 	QueuePreflight QueuePreflight
+	// AdaptiveConcurrency lowers the creates in flight to a queue when Cloud Tasks answers
+	// RESOURCE_EXHAUSTED and raises them again as creates succeed, per worker process and
+	// queue, honouring RetryInfo delays (see AdaptiveConcurrency). Default on.
+	AdaptiveConcurrency AdaptiveConcurrency
 }
 
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
 // field stands for: 1000 tasks in flight, the client's single connection, a transient budget
 // of 8 attempts backing off from 100ms to at most 10s, a NOT_FOUND budget of 3 attempts
-// backing off from 500ms to at most 2s, and no per-queue metrics.
+// backing off from 500ms to at most 2s, no per-queue metrics, and adaptive concurrency on.
 func DefaultWriterOptions() WriterOptions {
 	return WriterOptions{
 		MaxInFlightTasks:               1000,
@@ -121,6 +125,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 					n(maxField), budget.max, n(initialField), budget.initial)
 			})
 		}
+	}
+	if err := o.AdaptiveConcurrency.validate(); err != nil {
+		return o, err
 	}
 	return o, nil
 }

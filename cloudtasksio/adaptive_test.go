@@ -1,0 +1,120 @@
+package cloudtasksio
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// throttledFor is a RESOURCE_EXHAUSTED answer asking the caller to wait d.
+func throttledFor(t *testing.T, d time.Duration) error {
+	st, err := status.New(codes.ResourceExhausted, "Quota exceeded").WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(d)})
+	require.NoError(t, err)
+	return st.Err()
+}
+
+// TestAdaptiveConcurrencyIsSharedByTheCreateDoFnsOfAProcess drives two create DoFn instances
+// of one sink, as two bundles of a worker: the first one's create is throttled with a
+// RetryInfo delay of 2s. With adaptive concurrency (the default) the second instance's create
+// waits for the delay too, because both share the queue's state; with it off it goes at once,
+// and the throttled create retries after its own 100ms backoff.
+func TestAdaptiveConcurrencyIsSharedByTheCreateDoFnsOfAProcess(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		setting   AdaptiveConcurrency
+		secondAt  time.Duration
+		retryFrom time.Duration // the throttled create's retry, within [retryFrom, retryTo]
+		retryTo   time.Duration
+	}{
+		{"default", AdaptiveConcurrencyDefault, 2 * time.Second, 2 * time.Second, 2 * time.Second},
+		{"off", AdaptiveConcurrencyOff, 0, 75 * time.Millisecond, 125 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				staged := DefaultStagedOptions()
+				staged.VerifyQueueRetention = false
+				// A queue of its own: the state is process-wide, and other tests must not see
+				// this one's pause.
+				spec := eoSpec(t, "adaptive-shared-"+c.name, eoOrder{}, staged)
+				spec.Writer.AdaptiveConcurrency = c.setting
+				envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k1"}, eoOrder{ID: "2", Key: "k2"})
+				first := &fakeCreator{script: []error{throttledFor(t, 2*time.Second)}}
+				second := &fakeCreator{}
+				f1 := &stagedCreateFn{Spec: spec, creator: first}
+				f2 := &stagedCreateFn{Spec: spec, creator: second}
+				require.NoError(t, f1.Setup())
+				require.NoError(t, f2.Setup())
+				ctx := context.Background()
+				start := time.Now()
+
+				require.NoError(t, f1.StartBundle(ctx, nil))
+				require.NoError(t, f1.ProcessElement(ctx, envs[0], nil))
+				synctest.Wait() // the first create has been answered RESOURCE_EXHAUSTED
+				require.NoError(t, f2.StartBundle(ctx, nil))
+				require.NoError(t, f2.ProcessElement(ctx, envs[1], nil))
+				require.NoError(t, f2.FinishBundle(ctx, nil))
+				require.NoError(t, f1.FinishBundle(ctx, nil))
+
+				require.Len(t, second.calls, 1)
+				assert.Equal(t, c.secondAt, second.calls[0].Sub(start), "the other DoFn instance's create")
+				require.Len(t, first.calls, 2)
+				retry := first.calls[1].Sub(start)
+				assert.True(t, retry >= c.retryFrom && retry <= c.retryTo, "the throttled create retried after %v", retry)
+			})
+		})
+	}
+}
+
+func TestAdaptiveConcurrencyStateIsPerClientSetting(t *testing.T) {
+	staged := DefaultStagedOptions()
+	a := eoSpec(t, "q", eoOrder{}, staged)
+	b := eoSpec(t, "q", eoOrder{}, staged)
+	assert.Same(t, adaptiveFor(a), adaptiveFor(b), "the same client setting shares")
+	b.Client.EmulatorEndpoint = "127.0.0.1:2"
+	assert.NotSame(t, adaptiveFor(a), adaptiveFor(b), "another endpoint does not")
+	b.Writer.AdaptiveConcurrency = AdaptiveConcurrencyOff
+	assert.Nil(t, adaptiveFor(b))
+	a.Writer.AdaptiveConcurrency = AdaptiveConcurrencyOn
+	assert.NotNil(t, adaptiveFor(a))
+}
+
+func TestAnUnknownAdaptiveConcurrencyIsAnErrorNamingTheField(t *testing.T) {
+	w := DefaultWriterOptions()
+	w.AdaptiveConcurrency = AdaptiveConcurrency(7)
+	_, err := w.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WriterOptions.AdaptiveConcurrency is 7")
+	assert.Equal(t, "AdaptiveConcurrency(7)", AdaptiveConcurrency(7).String())
+	assert.Equal(t, "AdaptiveConcurrencyOff", AdaptiveConcurrencyOff.String())
+}
+
+func TestTheAdaptiveOptionKey(t *testing.T) {
+	base := map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/"}
+	with := func(v string) map[string]string {
+		m := map[string]string{"sink.in-flight.adaptive": v}
+		for k, x := range base {
+			m[k] = x
+		}
+		return m
+	}
+	cfg, err := ConfigFromOptions(base)
+	require.NoError(t, err)
+	assert.Equal(t, AdaptiveConcurrencyDefault, cfg.Writer.AdaptiveConcurrency)
+	for v, want := range map[string]AdaptiveConcurrency{"on": AdaptiveConcurrencyOn, "OFF": AdaptiveConcurrencyOff, "off": AdaptiveConcurrencyOff} {
+		cfg, err := ConfigFromOptions(with(v))
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.Writer.AdaptiveConcurrency, v)
+	}
+	_, err = ConfigFromOptions(with("true"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sink.in-flight.adaptive")
+	assert.Contains(t, err.Error(), `value "true" is not accepted; accepted: on, off`)
+}
