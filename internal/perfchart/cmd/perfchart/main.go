@@ -5,7 +5,8 @@
 //
 //	go run ./internal/perfchart/cmd/perfchart -in series.csv -out docs/quota-adaptive.svg
 //
-// The output format follows the -out extension: .svg or .png.
+// The output format follows the -out extension: .svg or .png. -series, repeated, draws only
+// the series of those names.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
 )
@@ -33,6 +35,11 @@ func run(args []string, stderr io.Writer) error {
 	xlabel := fs.String("xlabel", "seconds", "the label of the x axis, under the bottom panel")
 	title := fs.String("title", "", "a title above the top panel, before its own")
 	width := fs.Float64("width", perfchart.DefaultWidth, "chart width in points")
+	var only []string
+	fs.Func("series", "a series name to draw, in every panel; repeat it for several; absent draws all", func(v string) error {
+		only = append(only, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +61,11 @@ func run(args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", *in, err)
 	}
+	if len(only) > 0 {
+		if panels, err = keepSeries(panels, only); err != nil {
+			return fmt.Errorf("-series: %w", err)
+		}
+	}
 	if len(panels) == 0 {
 		return fmt.Errorf("perfchart: %s has a header but no samples", *in)
 	}
@@ -66,4 +78,30 @@ func run(args []string, stderr io.Writer) error {
 		}
 	}
 	return perfchart.Save(*out, perfchart.Chart{Panels: panels, Width: *width})
+}
+
+// keepSeries drops every series whose name is not in names, and the panels left empty; a name
+// that no panel has is an error.
+func keepSeries(panels []perfchart.Panel, names []string) ([]perfchart.Panel, error) {
+	seen := map[string]bool{}
+	var out []perfchart.Panel
+	for _, p := range panels {
+		var kept []perfchart.Series
+		for _, s := range p.Series {
+			if slices.Contains(names, s.Name) {
+				kept = append(kept, s)
+				seen[s.Name] = true
+			}
+		}
+		if len(kept) > 0 {
+			p.Series = kept
+			out = append(out, p)
+		}
+	}
+	for _, n := range names {
+		if !seen[n] {
+			return nil, fmt.Errorf("perfchart: no series is named %q", n)
+		}
+	}
+	return out, nil
 }

@@ -41,3 +41,19 @@ func TestRunNamesTheFlagThatIsWrong(t *testing.T) {
 	assert.ErrorContains(t, run([]string{"-in", in, "-out", filepath.Join(dir, "c.svg")}, &stderr), "has a header but no samples")
 	assert.NoFileExists(t, filepath.Join(dir, "c.svg"))
 }
+
+func TestRunDrawsOnlyTheSeriesAsked(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "series.csv")
+	require.NoError(t, os.WriteFile(in, []byte("panel,series,x,y\n"+
+		"created/s,adaptive off,0,300\ncreated/s,adaptive on,0,290\ncreated/s,\"adaptive on, RetryInfo\",0,1\n"), 0o644))
+	out := filepath.Join(dir, "chart.svg")
+	var stderr bytes.Buffer
+	require.NoError(t, run([]string{"-in", in, "-out", out, "-series", "adaptive off", "-series", "adaptive on, RetryInfo"}, &stderr))
+	doc, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(doc), ">adaptive off<")
+	assert.Contains(t, string(doc), ">adaptive on, RetryInfo<")
+	assert.NotContains(t, string(doc), ">adaptive on<")
+	assert.ErrorContains(t, run([]string{"-in", in, "-out", out, "-series", "adaptive of"}, &stderr), `-series: perfchart: no series is named "adaptive of"`)
+}
