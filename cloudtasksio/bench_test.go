@@ -178,6 +178,17 @@ func BenchmarkEngineCreates(b *testing.B) {
 	}
 }
 
+// defaultEngineOptions are the engine options the sink derives from its default WriterOptions,
+// without adaptive concurrency.
+func defaultEngineOptions() engine.Options {
+	d := cloudtasksio.DefaultWriterOptions()
+	return engine.Options{
+		MaxInFlight: d.MaxInFlightTasks,
+		Transient:   engine.Budget{Initial: d.RecoveryInitialBackoff, Max: d.RecoveryMaxBackoff, MaxAttempts: d.RecoveryMaxAttempts},
+		NotFound:    engine.Budget{Initial: d.NotFoundRecoveryInitialBackoff, Max: d.NotFoundRecoveryMaxBackoff, MaxAttempts: d.NotFoundRecoveryMaxAttempts},
+	}
+}
+
 // benchEngine is one case of BenchmarkEngineCreates.
 func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
 	srv := newBenchServer(b, c.latency)
@@ -189,13 +200,7 @@ func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
 	creator := engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 		return client.CreateTask(ctx, req)
 	})
-	// The engine options the sink derives from its default WriterOptions.
-	d := cloudtasksio.DefaultWriterOptions()
-	opts := engine.Options{
-		MaxInFlight: d.MaxInFlightTasks,
-		Transient:   engine.Budget{Initial: d.RecoveryInitialBackoff, Max: d.RecoveryMaxBackoff, MaxAttempts: d.RecoveryMaxAttempts},
-		NotFound:    engine.Budget{Initial: d.NotFoundRecoveryInitialBackoff, Max: d.NotFoundRecoveryMaxBackoff, MaxAttempts: d.NotFoundRecoveryMaxAttempts},
-	}
+	opts := defaultEngineOptions()
 	create := benchRequest(b)
 	n := c.direct[pool]
 	ctx := context.Background()

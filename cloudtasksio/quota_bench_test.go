@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
@@ -151,12 +150,7 @@ func (tl *quotaTimeline) points() (created, rejected []perfchart.Point) {
 
 // benchQuota is one case of BenchmarkQuotaAdaptive; it returns the last iteration's series.
 func benchQuota(b *testing.B, c quotaCase) (created, rejected []perfchart.Point) {
-	d := cloudtasksio.DefaultWriterOptions()
-	base := engine.Options{
-		MaxInFlight: d.MaxInFlightTasks,
-		Transient:   engine.Budget{Initial: d.RecoveryInitialBackoff, Max: d.RecoveryMaxBackoff, MaxAttempts: d.RecoveryMaxAttempts},
-		NotFound:    engine.Budget{Initial: d.NotFoundRecoveryInitialBackoff, Max: d.NotFoundRecoveryMaxBackoff, MaxAttempts: d.NotFoundRecoveryMaxAttempts},
-	}
+	base := defaultEngineOptions()
 	template := benchRequest(b)
 	var wall, cpu time.Duration
 	var stored, rejections, bundlesFailed, unfinished int
