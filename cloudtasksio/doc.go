@@ -79,7 +79,8 @@
 //	                                                    an error without a status UNKNOWN; a create the sink
 //	                                                    cancelled because its bundle had failed is not counted
 //	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
-//	parkedTasks                           gauge         creates waiting out a retry backoff
+//	parkedTasks                           gauge         creates waiting out a retry backoff, or held back
+//	                                                    by adaptive concurrency while their queue is throttled
 //	createAttemptLatencyMillis            distribution  how long each create attempt's call took (ms), one sample
 //	                                                    per attempt, retried ones included, backoff not included
 //	createAttemptsPerTask                 distribution  attempts each accepted task took, one sample per element

@@ -39,7 +39,8 @@ const (
 	MetricCreateAttemptsPerTask = "createAttemptsPerTask"
 	// MetricInFlightTasks is the gauge of creates in flight in the reporting DoFn instance.
 	MetricInFlightTasks = "inFlightTasks"
-	// MetricParkedTasks is the gauge of creates waiting out a retry backoff.
+	// MetricParkedTasks is the gauge of creates waiting out a retry backoff, or held back by
+	// adaptive concurrency (WriterOptions.AdaptiveConcurrency) while their queue is throttled.
 	MetricParkedTasks = "parkedTasks"
 
 	// MetricExpiredEnvelopesFailed counts the staged tasks found past their creation deadline

@@ -153,6 +153,7 @@ var flagTable = func() []Flag {
 		sinkFlag("sink.recovery.not-found.max-attempts", "NOT_FOUND max attempts", "Attempts of a create on NOT_FOUND, default 3 (option key sink.recovery.not-found.max-attempts).", reCount),
 		sinkFlag("sink.metrics.per-destination", "Per-destination metrics", "Count sends and errors per queue too, default false (option key sink.metrics.per-destination).", reBool),
 		sinkFlag("sink.queue-preflight", "Queue preflight", "warn (default), fail or off: what a worker does when it finds a queue paused, disabled or overriding task URLs or routing (option key sink.queue-preflight).", `^(?i)(warn|fail|off)$`),
+		sinkFlag("sink.in-flight.adaptive", "Adaptive concurrency", "on (default) or off: lower the creates in flight to a queue when Cloud Tasks answers RESOURCE_EXHAUSTED and raise them again as creates succeed (option key sink.in-flight.adaptive).", `^(?i)(on|off)$`),
 
 		templateFlag("format", "Record format", "What record values are: raw (default; sent as they are) or json (one JSON document each, sent unchanged with Content-Type application/json).", `^(raw|json)$`,
 			stringFlag(func(o *Options) *string { return &o.Format })),
