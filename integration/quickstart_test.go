@@ -3,6 +3,8 @@ package integration
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,11 +19,18 @@ import (
 func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	const orders, rate = 300, 100
 	var progress bytes.Buffer
+	chart := filepath.Join(t.TempDir(), "run.svg")
 	sum, err := quickstart.Run(context.Background(), exampleEnv(exampleCloudTasks(t), &progress), quickstart.Options{
 		Orders: orders,
 		Rate:   rate,
+		Chart:  chart,
 	})
 	require.NoError(t, err)
+	svg, err := os.ReadFile(chart)
+	require.NoError(t, err, "the chart asked for is written")
+	assert.Contains(t, string(svg), "<svg")
+	assert.Contains(t, string(svg), "Tasks created and delivered")
+	assert.Equal(t, chart, sum.Chart)
 
 	assert.Equal(t, int64(orders), sum.Orders)
 	assert.Equal(t, int64(orders), sum.Sent)
@@ -49,4 +58,5 @@ func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	sum.Print(&out)
 	assert.Contains(t, out.String(), "at most 100 dispatches/s (burst 100, 1000 concurrent)")
 	assert.Contains(t, out.String(), "300 distinct tasks, 0 duplicate deliveries")
+	assert.Contains(t, out.String(), "Chart of tasks created and delivered over time: "+chart)
 }

@@ -10,6 +10,10 @@
 //
 //	go run ./examples/quickstart
 //	go run ./examples/quickstart -orders 10000 -rate 500 -latency 50ms
+//	go run ./examples/quickstart -chart run.svg
+//
+// With -chart it also writes a chart of the tasks created and delivered over time (SVG or PNG,
+// by the file's extension).
 //
 // The pipeline itself, its one Write call, is internal/examples/quickstart/pipeline.go; run.go
 // there is the harness around it.
@@ -21,6 +25,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -36,26 +41,15 @@ var (
 	orders  = flag.Int("orders", quickstart.DefaultOrders, "number of generated orders, one task each")
 	rate    = flag.Float64("rate", quickstart.DefaultRate, "the queue's max dispatches per second, in (0, 500]")
 	latency = flag.Duration("latency", quickstart.DefaultCreateLatency, "time the in-memory server adds to every CreateTask call (0 for none)")
+	chart   = flag.String("chart", "", "write a chart of tasks created and delivered over time to this `file` (.svg or .png)")
 )
 
 func main() { exampleenv.Main("quickstart", run) }
 
 func run(ctx context.Context) error {
-	switch {
-	case *orders < 1:
-		usage("-orders must be at least 1")
-	case *rate <= 0:
-		usage("-rate must be a positive number of dispatches per second")
-	case *latency < 0:
-		usage("-latency must not be negative")
-	}
-	opts := quickstart.Options{
-		Orders:        *orders,
-		Rate:          *rate,
-		CreateLatency: *latency,
-	}
-	if *latency == 0 {
-		opts.CreateLatency = -1 // the flag's 0 means none; the library's 0 means its default
+	opts, err := options()
+	if err != nil {
+		usage(err.Error())
 	}
 	if fd := int(os.Stdout.Fd()); term.IsTerminal(fd) {
 		opts.ProgressBar = true
@@ -65,8 +59,33 @@ func run(ctx context.Context) error {
 	}
 	ct := exampleenv.StartCloudTasks("")
 	defer ct.Close()
-	_, err := quickstart.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
+	_, err = quickstart.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
 	return err
+}
+
+// options checks the flags and turns them into the run's options; an error names the flag.
+func options() (quickstart.Options, error) {
+	switch {
+	case *orders < 1:
+		return quickstart.Options{}, errors.New("-orders must be at least 1")
+	case *rate <= 0:
+		return quickstart.Options{}, errors.New("-rate must be a positive number of dispatches per second")
+	case *latency < 0:
+		return quickstart.Options{}, errors.New("-latency must not be negative")
+	}
+	if err := quickstart.CheckChart("-chart", *chart); err != nil {
+		return quickstart.Options{}, err
+	}
+	opts := quickstart.Options{
+		Orders:        *orders,
+		Rate:          *rate,
+		CreateLatency: *latency,
+		Chart:         *chart,
+	}
+	if *latency == 0 {
+		opts.CreateLatency = -1 // the flag's 0 means none; the library's 0 means its default
+	}
+	return opts, nil
 }
 
 func usage(msg string) {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/progress"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
 )
 
 // Defaults of Options.
@@ -46,6 +48,10 @@ type Options struct {
 	ProgressBar bool
 	// ProgressWidth is the terminal width for the bar; 0 means 80.
 	ProgressWidth int
+	// Chart, when set, is the path of a chart of the tasks created and delivered over time
+	// that Run writes once every task is delivered: SVG or PNG, by the extension (.svg, .png,
+	// any case). Another extension is an error naming Options.Chart.
+	Chart string
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -63,6 +69,9 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("quickstart: orders must be positive, got %d", o.Orders)
 	case math.IsNaN(o.Rate) || o.Rate < 0 || o.Rate > 500:
 		return o, fmt.Errorf("quickstart: rate must be in (0, 500] dispatches per second (the Cloud Tasks maximum), got %v", o.Rate)
+	}
+	if err := CheckChart("Options.Chart", o.Chart); err != nil {
+		return o, fmt.Errorf("quickstart: %w", err)
 	}
 	return o, nil
 }
@@ -152,6 +161,12 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 	if res.Delivered <= res.Burst {
 		res.SteadyRate = 0 // the burst alone covered every delivery: nothing was paced
 	}
+	if opts.Chart != "" {
+		if err := perfchart.Save(opts.Chart, timelineChart(creates.all(), recv.arrivals(), res.Rate)); err != nil {
+			return nil, fmt.Errorf("quickstart: writing the chart: %w", err)
+		}
+		res.Chart = opts.Chart
+	}
 	res.Print(out)
 	return res, nil
 }
@@ -189,10 +204,11 @@ func waitDelivered(ctx context.Context, srv *cloudtaskstest.Server, created int,
 	return nil
 }
 
-// span tracks the first and last of a series of instants.
+// span tracks a series of instants, the first and last among them.
 type span struct {
 	mu          sync.Mutex
 	first, last time.Time
+	times       []time.Time
 }
 
 func (s *span) mark(t time.Time) {
@@ -202,6 +218,14 @@ func (s *span) mark(t time.Time) {
 		s.first = t
 	}
 	s.last = t
+	s.times = append(s.times, t)
+}
+
+// all returns every instant marked so far.
+func (s *span) all() []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.times)
 }
 
 func (s *span) bounds() (first, last time.Time) {
@@ -232,6 +256,13 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.times = append(r.times, time.Now())
 	r.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
+}
+
+// arrivals returns the arrival of each delivery so far.
+func (r *receiver) arrivals() []time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.times)
 }
 
 func (r *receiver) count() int {

@@ -43,6 +43,9 @@ type Result struct {
 	// deliveries to measure, or when the burst alone covered them all).
 	SteadyRate float64
 
+	// Chart is the path of the chart Run wrote (Options.Chart), empty when none.
+	Chart string
+
 	// Rate, Burst and MaxConcurrent are the queue's rate limits as the server reports them.
 	Rate          float64
 	Burst         int
@@ -92,6 +95,9 @@ func (s *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "Delivery  %6d requests   in %6.2fs  %8.0f delivered/s%s\n",
 		s.Delivered, s.DeliveryElapsed().Seconds(), s.DeliveredPerSecond(), steady)
 	fmt.Fprintf(w, "          %6d distinct tasks, %d duplicate deliveries\n\n", s.DistinctDelivered, s.Delivered-s.DistinctDelivered)
+	if s.Chart != "" {
+		fmt.Fprintf(w, "Chart of tasks created and delivered over time: %s\n\n", s.Chart)
+	}
 	if s.Delivered <= s.Burst {
 		fmt.Fprintf(w, "All %d deliveries fit in the queue's burst of %d, so none had to wait; run more orders to see the pacing.\n", s.Delivered, s.Burst)
 	} else if c := s.CreatesPerSecond(); c > 0 && s.Rate > 0 {
