@@ -163,8 +163,9 @@ func (r *Request[T]) Attempts() int { return r.attempts }
 // Each call happens on the goroutine that called Submit or Flush, inside that
 // call, with that call's context, so the implementation may emit outputs and
 // update metrics without locking. An Observer that also implements Expirer
-// decides what happens to expired requests, and one that also implements
-// FailureObserver hears which request failed the engine.
+// decides what happens to expired requests, one that also implements
+// FailureObserver hears which request failed the engine, and one that also
+// implements LatencyObserver hears how long each attempt's call took.
 type Observer[T any] interface {
 	// Created reports that Cloud Tasks accepted the request. deduplicated is
 	// true when the answer was ALREADY_EXISTS for a named task (an earlier
