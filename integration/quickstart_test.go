@@ -39,6 +39,10 @@ func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	assert.Zero(t, sum.Skipped)
 	assert.Zero(t, sum.SendErrors)
 	assert.Zero(t, sum.DeadLetters)
+	assert.Equal(t, int64(orders), sum.Attempts, "one create attempt per order: nothing was retried")
+	assert.Equal(t, int64(orders), sum.AttemptsPerTask.Count)
+	assert.Equal(t, int64(1), sum.AttemptsPerTask.Max)
+	assert.GreaterOrEqual(t, sum.AttemptLatency.Min, quickstart.DefaultCreateLatency.Milliseconds(), "no create beat the server's added latency")
 	assert.Equal(t, orders, sum.Delivered, "every order delivered")
 	assert.Equal(t, orders, sum.DistinctDelivered, "and each one once")
 
@@ -58,5 +62,6 @@ func TestQuickstartCreatesFastAndDeliversAtTheQueueRate(t *testing.T) {
 	sum.Print(&out)
 	assert.Contains(t, out.String(), "at most 100 dispatches/s (burst 100, 1000 concurrent)")
 	assert.Contains(t, out.String(), "300 distinct tasks, 0 duplicate deliveries")
+	assert.Contains(t, out.String(), "create attempts              300   createAttemptLatencyMillis: mean ")
 	assert.Contains(t, out.String(), "Chart of tasks created and delivered over time: "+chart)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
@@ -22,6 +23,11 @@ type Result struct {
 	Sent, Deduplicated, Skipped, SendErrors int64
 	// DeadLetters is the number of elements in the PCollection Write returned.
 	DeadLetters int64
+	// Attempts, AttemptLatency and AttemptsPerTask are the sink's distributions
+	// createAttemptLatencyMillis (its count is the number of create attempts) and
+	// createAttemptsPerTask.
+	Attempts                        int64
+	AttemptLatency, AttemptsPerTask metrics.DistributionValue
 
 	// TasksCreated is the number of tasks the server stored.
 	TasksCreated int
@@ -81,6 +87,14 @@ func (s *Result) Print(w io.Writer) {
 	fmt.Fprintf(w, "  deduplicated            %8d   tasksDeduplicated (named task already there)\n", s.Deduplicated)
 	fmt.Fprintf(w, "  skipped                 %8d   recordsSkipped\n", s.Skipped)
 	fmt.Fprintf(w, "  dead letters            %8d   failed elements returned by Write\n", s.DeadLetters)
+	if s.Attempts > 0 {
+		fmt.Fprintf(w, "  create attempts         %8d   createAttemptLatencyMillis: mean %.1fms, min %dms, max %dms\n",
+			s.Attempts, float64(s.AttemptLatency.Sum)/float64(s.Attempts), s.AttemptLatency.Min, s.AttemptLatency.Max)
+	}
+	if s.AttemptsPerTask.Count > 0 {
+		fmt.Fprintf(w, "  attempts per task       %8.2f   createAttemptsPerTask (mean; max %d)\n",
+			float64(s.AttemptsPerTask.Sum)/float64(s.AttemptsPerTask.Count), s.AttemptsPerTask.Max)
+	}
 	fmt.Fprintf(w, "  pipeline run            %8.2fs  runner start-up included\n\n", s.PipelineElapsed.Seconds())
 	latency := "no latency added"
 	if s.CreateLatency > 0 {
@@ -112,6 +126,10 @@ func readMetrics(pr beam.PipelineResult, res *Result) {
 	res.Deduplicated = sink[cloudtasksio.MetricTasksDeduplicated]
 	res.Skipped = sink[cloudtasksio.MetricRecordsSkipped]
 	res.SendErrors = sink[cloudtasksio.MetricRecordsSendErrors]
+	dists := exampleenv.Distributions(pr, cloudtasksio.MetricsNamespace)
+	res.AttemptLatency = dists[cloudtasksio.MetricCreateAttemptLatencyMillis]
+	res.AttemptsPerTask = dists[cloudtasksio.MetricCreateAttemptsPerTask]
+	res.Attempts = res.AttemptLatency.Count
 	own := exampleenv.Counters(pr, metricsNamespace)
 	res.Orders = own["orders"]
 	res.DeadLetters = own["deadLetters"]
