@@ -291,7 +291,7 @@ func TestRetryInfoDelaysTheRetryAndPausesTheQueue(t *testing.T) {
 	}
 }
 
-func TestAShorterOwnBackoffGivesWayToRetryInfoAndALongerOneWins(t *testing.T) {
+func TestTheEnginesOwnBackoffWinsOverAShorterRetryInfo(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		short := retryInfoStatus(codes.ResourceExhausted, durationpb.New(50*time.Millisecond)).Err()
 		f := scripted(map[string][]error{"a": {short}})
