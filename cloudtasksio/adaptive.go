@@ -44,10 +44,11 @@ func (a AdaptiveConcurrency) String() string {
 	return enumName("AdaptiveConcurrency", int(a), "AdaptiveConcurrencyDefault", "AdaptiveConcurrencyOn", "AdaptiveConcurrencyOff")
 }
 
-// validate rejects a value that is not one of the constants.
+// validate rejects a value that is not one of the constants, as a field error of
+// WriterOptions (the caller adds the package prefix).
 func (a AdaptiveConcurrency) validate() error {
 	if a < AdaptiveConcurrencyDefault || a > AdaptiveConcurrencyOff {
-		return fmt.Errorf("cloudtasksio: WriterOptions.AdaptiveConcurrency is %d; it must be AdaptiveConcurrencyDefault, AdaptiveConcurrencyOn or AdaptiveConcurrencyOff", int(a))
+		return errField("Writer.AdaptiveConcurrency", "is %d; it must be AdaptiveConcurrencyDefault, AdaptiveConcurrencyOn or AdaptiveConcurrencyOff", int(a))
 	}
 	return nil
 }

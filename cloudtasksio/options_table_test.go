@@ -68,6 +68,10 @@ func TestConstructionErrorsCarryThePackagePrefixOnce(t *testing.T) {
 		{Queue: Queue{Project: "p", Location: "l", Name: "q"}, HTTP: &HTTPTarget{URL: "https://example.com/"}, EmulatorEndpoint: "localhost"},
 		{Queue: Queue{Project: "p", Location: "l", Name: "q"}, HTTP: &HTTPTarget{URL: "https://example.com/"}, Delivery: ExactlyOnce,
 			Staged: &StagedOptions{NameRetention: time.Minute, RequestTimeout: time.Minute}},
+		{Queue: Queue{Project: "p", Location: "l", Name: "q"}, HTTP: &HTTPTarget{URL: "https://example.com/"},
+			Writer: WriterOptions{AdaptiveConcurrency: AdaptiveConcurrency(7)}},
+		{Queue: Queue{Project: "p", Location: "l", Name: "q"}, HTTP: &HTTPTarget{URL: "https://example.com/"},
+			Writer: WriterOptions{QueuePreflight: QueuePreflight(9)}},
 	} {
 		_, err := compile(cfg, typeOf(eoPlainOrder{}))
 		require.Error(t, err)
