@@ -2,10 +2,14 @@ package cloudtasksio
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -117,4 +121,59 @@ func TestTheAdaptiveOptionKey(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "sink.in-flight.adaptive")
 	assert.Contains(t, err.Error(), `value "true" is not accepted; accepted: on, off`)
+}
+
+// TestTheAdaptiveLimitGaugeShowsTheThrottledQueue checks the adaptiveConcurrencyLimit gauge:
+// the cap while nothing is throttled, below it after RESOURCE_EXHAUSTED answers, and not set
+// with adaptive concurrency off.
+func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
+	exhausted := status.Error(codes.ResourceExhausted, "Quota exceeded")
+	for _, c := range []struct {
+		name    string
+		setting AdaptiveConcurrency
+		script  []error
+		check   func(t *testing.T, v int64, set bool)
+	}{
+		{"not throttled", AdaptiveConcurrencyOn, nil, func(t *testing.T, v int64, set bool) {
+			assert.True(t, set)
+			assert.Equal(t, int64(8), v, "at the cap, MaxInFlightTasks")
+		}},
+		{"throttled", AdaptiveConcurrencyOn, []error{exhausted, exhausted, exhausted}, func(t *testing.T, v int64, set bool) {
+			assert.True(t, set)
+			assert.Less(t, v, int64(8), "the rejections brought the limit below the cap")
+			assert.GreaterOrEqual(t, v, int64(1))
+		}},
+		{"off", AdaptiveConcurrencyOff, []error{exhausted}, func(t *testing.T, _ int64, set bool) {
+			assert.False(t, set, "no limit to report")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				staged := DefaultStagedOptions()
+				staged.VerifyQueueRetention = false
+				spec := eoSpec(t, "adaptive-gauge-"+strings.ReplaceAll(c.name, " ", "-"), eoOrder{}, staged)
+				spec.Writer.AdaptiveConcurrency = c.setting
+				spec.Writer.MaxInFlightTasks = 8
+				var orders []any
+				for i := range 8 {
+					orders = append(orders, eoOrder{ID: fmt.Sprint(i), Key: fmt.Sprint("k", i)})
+				}
+				envs := stageAll(t, spec, orders...)
+				ctx, counters := metricsContext()
+				f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{script: slices.Clone(c.script)}}
+				require.NoError(t, f.Setup())
+				require.NoError(t, createAll(ctx, f, envs))
+				require.Equal(t, int64(8), counters()[MetricRecordsSend])
+
+				var v int64
+				var set bool
+				_ = metrics.Extractor{GaugeInt64: func(l metrics.Labels, g int64, _ time.Time) {
+					if l.Name() == MetricAdaptiveConcurrencyLimit {
+						v, set = g, true
+					}
+				}}.ExtractFrom(metrics.GetStore(ctx))
+				c.check(t, v, set)
+			})
+		})
+	}
 }

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"errors"
+	"math"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -23,6 +24,7 @@ type createBase[T any] struct {
 	engine    *engine.Engine[T]
 	preflight *queuePreflighter // reads each queue once per process before its first create
 	adaptive  *engine.Adaptive  // the process-wide limits of the DoFn's client setting; nil: off
+	queues    map[string]bool   // the queues the bundle wrote to, for the adaptive limit gauge
 }
 
 // setup resolves the writer options in spec (the spec a worker decodes is not necessarily the
@@ -50,6 +52,7 @@ func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Obs
 	o.Adaptive = b.adaptive
 	b.engine = engine.New(c, o, obs)
 	b.preflight.startBundle()
+	clear(b.queues)
 }
 
 // bundleErr returns the bundle's first failure, if any.
@@ -59,6 +62,12 @@ func (b *createBase[T]) bundleErr() error { return b.engine.Err() }
 func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error {
 	if err := b.preflight.check(ctx, r.Create); err != nil {
 		return b.failBundle(ctx, err)
+	}
+	if b.adaptive != nil {
+		if b.queues == nil {
+			b.queues = map[string]bool{}
+		}
+		b.queues[r.Create.GetParent()] = true
 	}
 	err := b.engine.Submit(ctx, r)
 	b.metrics.gauges(ctx, b.engine)
@@ -72,6 +81,7 @@ func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error 
 func (b *createBase[T]) finish(ctx context.Context) error {
 	err := b.engine.Flush(ctx)
 	b.metrics.gauges(ctx, b.engine)
+	b.adaptiveGauge(ctx)
 	if err != nil {
 		return b.failBundle(ctx, err)
 	}
@@ -86,7 +96,26 @@ func (b *createBase[T]) failBundle(ctx context.Context, err error) error {
 	b.engine.Fail(err)
 	_ = b.engine.Flush(ctx) // returns the first failure once the cancelled creates are back
 	b.metrics.gauges(ctx, b.engine)
+	b.adaptiveGauge(ctx)
 	return b.engine.Err()
+}
+
+// adaptiveGauge sets the adaptive concurrency limit gauge to the lowest limit among the queues
+// the bundle wrote to, the one throttled hardest. It runs when a bundle ends, not per element:
+// a bundle may write to many queues.
+func (b *createBase[T]) adaptiveGauge(ctx context.Context) {
+	if b.adaptive == nil || len(b.queues) == 0 {
+		return
+	}
+	lowest := math.Inf(1)
+	for q := range b.queues {
+		if l := b.adaptive.Queue(q); l.Cap > 0 { // Cap 0: no create to q got as far as the limit
+			lowest = min(lowest, l.Limit)
+		}
+	}
+	if !math.IsInf(lowest, 1) {
+		b.metrics.adaptiveLimit.Set(ctx, int64(lowest))
+	}
 }
 
 // AttemptFailed counts every failed attempt by its outermost status, for the engine's

@@ -81,6 +81,8 @@
 //	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
 //	parkedTasks                           gauge         creates waiting out a retry backoff, or held back
 //	                                                    by adaptive concurrency while their queue is throttled
+//	adaptiveConcurrencyLimit              gauge         adaptive concurrency limit of the most throttled queue the
+//	                                                    bundle wrote to (MaxInFlightTasks when none is), at its end
 //	createAttemptLatencyMillis            distribution  how long each create attempt's call took (ms), one sample
 //	                                                    per attempt, retried ones included, backoff not included
 //	createAttemptsPerTask                 distribution  attempts each accepted task took, one sample per element

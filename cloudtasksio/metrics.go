@@ -42,6 +42,12 @@ const (
 	// MetricParkedTasks is the gauge of creates waiting out a retry backoff, or held back by
 	// adaptive concurrency (WriterOptions.AdaptiveConcurrency) while their queue is throttled.
 	MetricParkedTasks = "parkedTasks"
+	// MetricAdaptiveConcurrencyLimit is the gauge of the adaptive concurrency limit
+	// (WriterOptions.AdaptiveConcurrency) of the most throttled queue the reporting DoFn
+	// instance's bundle wrote to, rounded down: MaxInFlightTasks while no queue is throttled,
+	// lower while Cloud Tasks answers RESOURCE_EXHAUSTED. It is set when a bundle ends, and
+	// not at all with adaptive concurrency off.
+	MetricAdaptiveConcurrencyLimit = "adaptiveConcurrencyLimit"
 
 	// MetricExpiredEnvelopesFailed counts the staged tasks found past their creation deadline
 	// under ExpiredFail (exactly-once only), as do the next three for their policies.
@@ -103,6 +109,7 @@ type sinkMetrics struct {
 	recordsSkipped   beam.Counter      // recordsSkipped: elements the serializer skipped
 	deduplicated     beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
 	inFlight, parked beam.Gauge        // inFlightTasks, parkedTasks
+	adaptiveLimit    beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
 	attemptLatency   beam.Distribution // createAttemptLatencyMillis: per attempt
 	attemptsPerTask  beam.Distribution // createAttemptsPerTask: per accepted element
 	perDestination   bool              // per-queue counters enabled
@@ -118,6 +125,7 @@ func newSinkMetrics(perDestination bool) *sinkMetrics {
 		deduplicated:    beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
 		inFlight:        beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
 		parked:          beam.NewGauge(MetricsNamespace, MetricParkedTasks),
+		adaptiveLimit:   beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
 		attemptLatency:  beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
 		attemptsPerTask: beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
 		perDestination:  perDestination,

@@ -23,6 +23,7 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricErrorClass("<CODE>"), "errorClass.<CODE>.errors"},
 	{cloudtasksio.MetricInFlightTasks, "inFlightTasks"},
 	{cloudtasksio.MetricParkedTasks, "parkedTasks"},
+	{cloudtasksio.MetricAdaptiveConcurrencyLimit, "adaptiveConcurrencyLimit"},
 	{cloudtasksio.MetricDestinationRecordsSend("<queue path>"), "destination.<queue path>.recordsSend"},
 	{cloudtasksio.MetricDestinationSendErrors("<queue path>"), "destination.<queue path>.sendErrors"},
 	{cloudtasksio.MetricExpiredEnvelopesFailed, "expiredEnvelopesFailed"},
