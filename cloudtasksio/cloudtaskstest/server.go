@@ -259,6 +259,20 @@ func runDisabled(context.Context, string, cloudtaskspb.Task_View) (*cloudtaskspb
 	return nil, status.Error(codes.FailedPrecondition, "cloudtaskstest: dispatch is turned off (WithoutDispatch)")
 }
 
+// OptionError is the error NewServer and NewServerWithAddress return when one of
+// their options is unusable: Option names the option function ("WithCreateQuota",
+// "WithOIDCKeyFile", "WithAppEngineURL"), so that a caller can tell which of its
+// own settings to blame without reading the message.
+type OptionError struct {
+	Option string
+	Err    error
+}
+
+func (e *OptionError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the underlying error.
+func (e *OptionError) Unwrap() error { return e.Err }
+
 // newBackend builds everything but the gRPC listener: the store, the fault
 // and statistics state, the token authority and the dispatcher (not yet
 // started). Tests of the dispatch core use it inside a synctest bubble.
@@ -276,20 +290,20 @@ func newBackend(opts ...Option) (*Server, error) {
 	if cfg.appEngine != "" {
 		u, err := url.Parse(cfg.appEngine)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("cloudtaskstest: the App Engine base URL %q is not an absolute http or https URL", cfg.appEngine)
+			return nil, &OptionError{"WithAppEngineURL", fmt.Errorf("cloudtaskstest: the App Engine base URL %q is not an absolute http or https URL", cfg.appEngine)}
 		}
 		aeURL = u
 	}
 	for _, qs := range cfg.quotas {
 		if err := checkQuota("WithCreateQuota", qs.queue, qs.q); err != nil {
-			return nil, err
+			return nil, &OptionError{"WithCreateQuota", err}
 		}
 	}
 	var key *rsa.PrivateKey
 	if cfg.keyFile != "" {
 		k, err := loadSigningKey(cfg.keyFile)
 		if err != nil {
-			return nil, err
+			return nil, &OptionError{"WithOIDCKeyFile", err}
 		}
 		key = k
 	}

@@ -67,7 +67,8 @@ var Formats = []string{"svg", "png"}
 
 // FormatOf returns the output format for a file path from its extension:
 // "svg" for .svg, "png" for .png, any case; anything else is an error naming
-// the path and the formats accepted.
+// the path and the formats accepted. The error has no package prefix: a caller
+// checking a flag or field puts that name in front of it.
 func FormatOf(path string) (string, error) {
 	ext := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
 	for _, f := range Formats {
@@ -75,7 +76,7 @@ func FormatOf(path string) (string, error) {
 			return f, nil
 		}
 	}
-	return "", fmt.Errorf("perfchart: chart file %q must end in .svg or .png", path)
+	return "", fmt.Errorf("chart file %q must end in .svg or .png", path)
 }
 
 // Save renders c into the file at path, in the format its extension names
@@ -84,7 +85,7 @@ func FormatOf(path string) (string, error) {
 func Save(path string, c Chart) error {
 	format, err := FormatOf(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("perfchart: %w", err)
 	}
 	var buf bytes.Buffer
 	if err := Render(&buf, format, c); err != nil {

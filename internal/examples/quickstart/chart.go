@@ -3,7 +3,6 @@ package quickstart
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
@@ -21,7 +20,7 @@ func CheckChart(name, path string) error {
 		return nil
 	}
 	if _, err := perfchart.FormatOf(path); err != nil {
-		return fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "perfchart: "))
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
 }

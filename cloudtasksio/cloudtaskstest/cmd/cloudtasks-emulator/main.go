@@ -205,11 +205,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 
 	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(*host, strconv.Itoa(*port)), opts...)
 	if err != nil {
-		if *keyFile != "" && strings.Contains(err.Error(), "OIDC signing key file") {
-			return usagef("-oidc-key-file: %v", err)
-		}
-		if strings.Contains(err.Error(), "WithCreateQuota") { // a malformed QUEUE
-			return usagef("-create-quota: %v", err)
+		// An option the flags built is unusable: name the flag that built it.
+		var oe *cloudtaskstest.OptionError
+		if errors.As(err, &oe) {
+			switch oe.Option {
+			case "WithOIDCKeyFile":
+				return usagef("-oidc-key-file: %v", err)
+			case "WithCreateQuota": // a malformed QUEUE
+				return usagef("-create-quota: %v", err)
+			}
 		}
 		return err
 	}

@@ -36,7 +36,7 @@ func TestRunNamesTheFlagThatIsWrong(t *testing.T) {
 	require.NoError(t, os.WriteFile(in, []byte("panel,series,x,y\n"), 0o644))
 	var stderr bytes.Buffer
 	assert.ErrorContains(t, run([]string{"-in", in}, &stderr), "-in and -out are required")
-	assert.ErrorContains(t, run([]string{"-in", in, "-out", filepath.Join(dir, "c.gif")}, &stderr), "-out: perfchart: chart file")
+	assert.ErrorContains(t, run([]string{"-in", in, "-out", filepath.Join(dir, "c.gif")}, &stderr), "-out: chart file")
 	assert.ErrorContains(t, run([]string{"-in", filepath.Join(dir, "missing.csv"), "-out", filepath.Join(dir, "c.svg")}, &stderr), "-in:")
 	assert.ErrorContains(t, run([]string{"-in", in, "-out", filepath.Join(dir, "c.svg")}, &stderr), "has a header but no samples")
 	assert.NoFileExists(t, filepath.Join(dir, "c.svg"))
