@@ -349,7 +349,9 @@ func optErr(key, format string, args ...any) *OptionError {
 //     app-engine.dispatch-deadline (an extension of this project: AppEngineTarget.DispatchDeadline).
 //   - format (json, form-urlencoded, csv, raw, avro; absent = no body) and its options as
 //     <format>.<option>, for example csv.field-delimiter or avro.schema.
-//   - service-account-key-file, emulator-endpoint.
+//   - service-account-key-file, emulator-endpoint, and the client.* keys (client.endpoint,
+//     client.quota-project, client.impersonate-service-account, client.impersonate-delegates,
+//     client.universe-domain, client.telemetry): ClientOptions.
 //   - sink.delivery-guarantee: "at-least-once" (default) or "exactly-once", and the
 //     sink.staged.* keys, which are only accepted with exactly-once.
 //   - sink.in-flight.max-tasks, sink.channel-pool-size, sink.recovery.*,
@@ -363,8 +365,9 @@ func optErr(key, format string, args ...any) *OptionError {
 //
 // An unknown key, a key of the other target family, a blank value (except for header values,
 // app-engine.relative-uri and format options), a value that does not parse or is out of range,
-// and a combination the sink would reject (OIDC with OAuth, an emulator with a key file or a
-// channel pool, a staged key without exactly-once, a max backoff below its initial backoff) are
+// and a combination the sink would reject (OIDC with OAuth, an emulator with a key file, a
+// channel pool or a client.* connection key, a staged key without exactly-once, a max backoff
+// below its initial backoff) are
 // reported as an *OptionError naming the key. Keys are checked in a fixed order, so the same
 // options always give the same error. Checks that need the element type (for example that
 // an HTTP target without http.url has a `cloudtasks:"url"` field) happen in TryWrite.

@@ -14,8 +14,9 @@ import (
 
 // createBase is the engine lifecycle that both create DoFns embed, the at-least-once writeFn
 // and the exactly-once stagedCreateFn: the sink's metrics, a fresh engine per bundle, the
-// bundle's first failure, and the gauges after every call into the engine. T is the tag each
-// DoFn keeps with a request while the engine owns it.
+// queue preflight before each queue's first create, the bundle's first failure, and the
+// gauges after every call into the engine. T is the tag each DoFn keeps with a request while
+// the engine owns it.
 //
 // Beam serializes a DoFn as the JSON of its exported fields, embedded structs included: every
 // field here is runtime state, unexported, rebuilt by setup and start on the worker.

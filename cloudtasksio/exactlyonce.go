@@ -22,10 +22,12 @@ import (
 
 // Exactly-once creation runs in two steps around a Reshuffle. The stage step fixes each
 // element's identity: it builds the task, names it (TaskID(key) or a random id), and records
-// when that happened and the deadline by which the task must be created. The runner
-// checkpoints the staged envelopes at the Reshuffle, so a retried create bundle re-sends the
-// very same named tasks, and Cloud Tasks answers ALREADY_EXISTS for those it already has, as
-// long as it still remembers their names. The deadline keeps every send inside that memory:
+// when that happened and the deadline by which the task must be created. A retried create
+// bundle re-sends the envelopes the Reshuffle delivered, so the very same named tasks, and
+// Cloud Tasks answers ALREADY_EXISTS for those it already has, as long as it still remembers
+// their names. A random id is only that stable where the runner checkpoints the Reshuffle's
+// output (Dataflow); elsewhere the stage step may run again and draw new ids ("Exactly-once
+// and runners" in the package documentation). The deadline keeps every send inside that memory:
 // origin + NameRetention - ClockSkewAllowance - RequestTimeout.
 
 func init() {

@@ -19,8 +19,8 @@ var (
 // Write creates one Cloud Task per element of col, as cfg describes, and returns the dead
 // letters: a PCollection of deadletter.FailedElement that holds elements only under the
 // DeadLetter failure policy (each carrying its element's event time; "Dead letters and
-// windows" in the package documentation says which window it lands in). A bad configuration panics at pipeline construction; use TryWrite to get
-// the error instead.
+// windows" in the package documentation says which window it lands in). A bad configuration
+// panics at pipeline construction; use TryWrite to get the error instead.
 func Write(s beam.Scope, cfg Config, col beam.PCollection) beam.PCollection {
 	out, err := TryWrite(s, cfg, col)
 	if err != nil {

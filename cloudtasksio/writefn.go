@@ -129,8 +129,9 @@ func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskReques
 	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, proto.Size(task), nil
 }
 
-// The engine's observer (AttemptFailed is createBase's). The engine calls these only from inside Submit and Flush, on the
-// bundle's goroutine, so emitting and updating metrics here is safe.
+// The engine's observer (AttemptFailed and AttemptLatency are createBase's). The engine calls
+// these only from inside Submit and Flush, on the bundle's goroutine, so emitting and updating
+// metrics here is safe.
 
 func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], deduplicated bool) {
 	f.metrics.created(ctx, r.Tag.queue, r.Tag.bytes, r.Attempts(), deduplicated)

@@ -46,7 +46,8 @@ type WriterOptions struct {
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
 // field stands for: 1000 tasks in flight, the client's single connection, a transient budget
 // of 8 attempts backing off from 100ms to at most 10s, a NOT_FOUND budget of 3 attempts
-// backing off from 500ms to at most 2s, no per-queue metrics, and adaptive concurrency on.
+// backing off from 500ms to at most 2s, no per-queue metrics, the queue preflight in
+// PreflightWarn mode, and adaptive concurrency on.
 func DefaultWriterOptions() WriterOptions {
 	return WriterOptions{
 		MaxInFlightTasks:               1000,

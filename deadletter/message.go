@@ -43,8 +43,8 @@ const (
 // with TruncatedMarker, the whole within this limit.
 const MaxAttributeBytes = 1024
 
-// TruncatedMarker, "...[truncated]", ends an attribute value that was cut to MaxAttributeBytes,
-// and the FailedElement.Error of a failure whose text was cut.
+// TruncatedMarker is "...[truncated]", the end of an attribute value that was cut to
+// MaxAttributeBytes and of the FailedElement.Error of a failure whose text was cut.
 const TruncatedMarker = boundedtext.Marker
 
 // attrValue makes s fit a Pub/Sub attribute: valid UTF-8 (invalid bytes become U+FFFD) and

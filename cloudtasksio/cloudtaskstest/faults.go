@@ -19,10 +19,9 @@ import (
 // Server.intercept, which in order: counts the call, waits out SetLatency
 // (CreateTask), answers a scripted error (InjectErrors, InjectError) or a
 // Reactor's answer, or else serves the call (where the create quota and
-// SetRejectFunc run), turns
-// a stored task's answer into UNAVAILABLE (LoseResponses), shows the call to
-// its observers, and counts the outcome. The scripts live here; the counts
-// live in stats.go.
+// SetRejectFunc run), turns a stored task's answer into UNAVAILABLE
+// (LoseResponses), shows the call to its observers, and counts the outcome.
+// The scripts live here; the counts live in stats.go.
 
 const betaPrefix = "v2beta3."
 

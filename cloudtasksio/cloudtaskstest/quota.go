@@ -91,9 +91,9 @@ func (q CreateQuota) burst() float64 {
 	return max(1, math.Ceil(q.PerSecond))
 }
 
-// AllQueues, given as the queue path to WithCreateQuota or SetCreateQuota,
-// applies a CreateQuota to every queue that has no quota of its own. Each
-// queue still has its own bucket.
+// AllQueues is the queue path that, given to WithCreateQuota or
+// SetCreateQuota, applies a CreateQuota to every queue that has no quota of
+// its own. Each queue still has its own bucket.
 const AllQueues = "*"
 
 // WithCreateQuota sets the create quota of the queue at queuePath

@@ -104,6 +104,7 @@ type OptionError struct {
 	err     error
 }
 
+// Error returns the message, which names the option keys in Options.
 func (e *OptionError) Error() string { return e.err.Error() }
 
 // Unwrap returns what err wraps (the schema parser's error for an avro schema that does not

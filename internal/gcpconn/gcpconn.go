@@ -1,6 +1,8 @@
-// Package gcpconn holds the connection rules shared by the project's Google Cloud clients:
-// the emulator endpoint syntax, the plaintext emulator transport, and strict loading of a
-// service-account key file.
+// Package gcpconn holds the connection rules shared by the project's Google Cloud clients
+// (the Cloud Tasks sink and the dead-letter publisher): the emulator endpoint syntax, the
+// plaintext emulator transport and strict loading of a service-account key file; the emulator
+// and credential rules and the client options they build (Connection); the client settings
+// and their checks (ClientSettings); and the per-process cache of shared clients (Cache).
 package gcpconn
 
 import (

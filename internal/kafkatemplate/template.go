@@ -56,9 +56,12 @@ const (
 
 // Values of Options.OnFailure.
 const (
-	// OnFailureFail fails the bundle (and so, on prism and Flink, the job): the default.
+	// OnFailureFail fails the bundle (and so, on prism and Flink, the job): the default
+	// without Options.DeadLetterTopic.
 	OnFailureFail = "fail"
-	// OnFailureLogAndDrop logs one warning per rejected record and drops it.
+	// OnFailureLogAndDrop logs a warning for a rejected record and drops it: one per record
+	// the template could not read, and for tasks the sink rejects cloudtasksio's LogAndDrop
+	// lines (the first 10 of a bundle one by one, then one line with the count of the rest).
 	OnFailureLogAndDrop = "log-and-drop"
 	// OnFailureDeadLetter publishes rejected records to Options.DeadLetterTopic.
 	OnFailureDeadLetter = "dead-letter"

@@ -1,8 +1,9 @@
 // Package engine owns the CreateTask calls of one writer: it sends each
 // request asynchronously, bounds how many are outstanding, retries the
 // retryable failures after a jittered exponential backoff, and reports every
-// outcome to an Observer. It knows nothing about Beam; the write DoFn is a thin
-// adapter that calls Submit for each element and Flush at the end of a bundle.
+// outcome to an Observer. It knows nothing about Beam; the sink's two create
+// DoFns are thin adapters (sharing cloudtasksio's createBase) that call Submit
+// for each element and Flush at the end of a bundle.
 //
 // # Concurrency model
 //
@@ -292,10 +293,10 @@ type completion[T any] struct {
 }
 
 // New returns an Engine sending through c and reporting to obs (nil: outcomes
-// are ignored and expired requests fail). obs may also implement Expirer and
-// FailureObserver and LatencyObserver; New checks once. It panics when c is nil or an
-// option is out of range, naming the option: the caller validates user
-// configuration before it gets here.
+// are ignored and expired requests fail). obs may also implement Expirer,
+// FailureObserver and LatencyObserver; New checks once. It panics when c is
+// nil or an option is out of range, naming the option: the caller validates
+// user configuration before it gets here.
 func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	if c == nil {
 		panic("engine: New needs a non-nil Creator")
