@@ -158,7 +158,7 @@ func (st *store) setQuota(queuePath string, q CreateQuota) {
 	}
 }
 
-// takeCreateToken spends a token of the queue's create quota, or returns
+// takeCreateTokenLocked spends a token of the queue's create quota, or returns
 // the RESOURCE_EXHAUSTED answer when none is left. mu must be held.
 func (st *store) takeCreateTokenLocked(queuePath string, now time.Time) error {
 	q, ok := st.quota.byQueue[queuePath]
