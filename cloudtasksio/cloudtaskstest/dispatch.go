@@ -356,9 +356,11 @@ func (d *dispatcher) finish(qs *queueState, e *taskEntry, out *outgoing, res res
 		}
 	}
 	attempts := t.GetDispatchCount()
+	// Counted before the store lock is released, as begin counts the start: a
+	// Wait that sees the task finished must also see its outcome in Stats.
+	d.stats.dispatchEnded(outcome)
 	st.mu.Unlock()
 
-	d.stats.dispatchEnded(outcome)
 	attrs := []any{"queue", shortID(out.queue), "task", shortID(out.task), "attempt", attempts,
 		"method", out.method, "url", out.logURL, "result", res.String(), "outcome", outcome}
 	if !retryAt.IsZero() {
