@@ -14,8 +14,8 @@ import (
 
 // createBase is the engine lifecycle that both create DoFns embed, the at-least-once writeFn
 // and the exactly-once stagedCreateFn: the sink's metrics, a fresh engine per bundle, the
-// queue preflight before each queue's first create, the bundle's first failure, and the
-// gauges after every call into the engine. T is the tag each DoFn keeps with a request while
+// queue preflight before each queue's first create, the process-wide adaptive concurrency
+// limits, the bundle's first failure, and the gauges after every call into the engine. T is the tag each DoFn keeps with a request while
 // the engine owns it.
 //
 // Beam serializes a DoFn as the JSON of its exported fields, embedded structs included: every
