@@ -96,6 +96,12 @@ const (
 
 // validProject accepts a project id (letters, digits, hyphens) optionally preceded by a
 // domain and a colon, the form of projects created under a G Suite domain long ago.
+//
+// This is the Cloud Tasks API's own statement of the PROJECT_ID part of a queue name, and it
+// is deliberately looser than gcpconn.ValidProject, the project-id rule of Google Cloud that
+// the dead-letter topic and the quota project follow (lowercase, no trailing hyphen, project
+// numbers): a queue path the Cloud Tasks service accepts must not be refused here, and the
+// service answers for the rest.
 func validProject(p string) bool {
 	domain, id, scoped := strings.Cut(p, ":")
 	if !scoped {

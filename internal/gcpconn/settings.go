@@ -112,7 +112,10 @@ func (s ClientSettings) Check(n SettingNames, emulator string, delegates []strin
 }
 
 // ValidProject accepts project ids ("my-project"), domain-scoped ids
-// ("example.com:my-project") and project numbers, up to 100 characters.
+// ("example.com:my-project") and project numbers, up to 100 characters: Google
+// Cloud's project-id rule, used for Pub/Sub topic paths and the quota project.
+// The Cloud Tasks queue path has a looser rule of its own, the one that API
+// documents (cloudtasksio's validProject).
 func ValidProject(p string) bool {
 	if p == "" || len(p) > 100 {
 		return false
