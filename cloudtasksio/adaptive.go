@@ -1,10 +1,8 @@
 package cloudtasksio
 
 import (
-	"encoding/json"
-	"fmt"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // AdaptiveConcurrency selects whether the writer adapts how many creates it keeps in flight
@@ -56,17 +54,18 @@ func (a AdaptiveConcurrency) validate() error {
 // on reports whether adaptive concurrency runs: AdaptiveConcurrencyDefault means on.
 func (a AdaptiveConcurrency) on() bool { return a != AdaptiveConcurrencyOff }
 
+// adaptives holds the adaptive concurrency state of each client setting for the life of the
+// worker process, in the same kind of cache as the shared clients: the limits belong to what
+// the creates go through, so engines writing through different clients (another endpoint,
+// another identity) do not share them.
+var adaptives gcpconn.Cache[clientSpec, *engine.Adaptive]
+
 // adaptiveFor returns the process-wide adaptive concurrency state that a create DoFn of spec
 // shares with every other one using the same client setting, or nil when it is off.
 func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
 	if !spec.Writer.AdaptiveConcurrency.on() {
 		return nil
 	}
-	// The limits belong to what the creates go through: the client setting. Its JSON form is
-	// a stable identity; it holds a key file's path, never key material, and is never logged.
-	key, err := json.Marshal(spec.Client)
-	if err != nil {
-		key = fmt.Appendf(nil, "%#v", spec.Client)
-	}
-	return engine.SharedAdaptive(string(key))
+	a, _ := adaptives.Get(spec.Client, func() (*engine.Adaptive, error) { return engine.NewAdaptive(), nil })
+	return a
 }

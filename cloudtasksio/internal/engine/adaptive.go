@@ -32,8 +32,8 @@ import (
 //     the queue's creates until its delay has passed, and the rejected
 //     request waits at least that long before its next attempt.
 //
-// The state lives in an Adaptive, one per client setting and worker process
-// (SharedAdaptive), so every engine, bundle and DoFn instance of the process
+// The state lives in an Adaptive; the sink keeps one per client setting and
+// worker process, so every engine, bundle and DoFn instance of the process
 // that writes to a queue shares that queue's limit.
 
 // decreaseFactor is the multiplicative decrease of the limit.
@@ -45,8 +45,7 @@ const maxRetryDelay = 5 * time.Minute
 
 // Adaptive holds the adaptive concurrency limits of one client setting, one
 // per queue. It is safe for concurrent use. Give the same *Adaptive to the
-// Options of every engine that should share the limits: SharedAdaptive keeps
-// one per key for the whole process.
+// Options of every engine that should share the limits.
 type Adaptive struct {
 	mu     sync.Mutex
 	queues map[string]*queueLimit
@@ -54,28 +53,6 @@ type Adaptive struct {
 
 // NewAdaptive returns an Adaptive of its own, sharing nothing with any other.
 func NewAdaptive() *Adaptive { return &Adaptive{} }
-
-var sharedAdaptive struct {
-	sync.Mutex
-	byKey map[string]*Adaptive
-}
-
-// SharedAdaptive returns the process-wide Adaptive for key, the identity of a
-// client setting (engines writing through different clients, for example to
-// different endpoints, must not share limits), creating it on first use.
-func SharedAdaptive(key string) *Adaptive {
-	sharedAdaptive.Lock()
-	defer sharedAdaptive.Unlock()
-	a := sharedAdaptive.byKey[key]
-	if a == nil {
-		if sharedAdaptive.byKey == nil {
-			sharedAdaptive.byKey = map[string]*Adaptive{}
-		}
-		a = NewAdaptive()
-		sharedAdaptive.byKey[key] = a
-	}
-	return a
-}
 
 // QueueLimit is a snapshot of one queue's adaptive state.
 type QueueLimit struct {
