@@ -30,6 +30,9 @@
 //	                            per second per queue (a token bucket of BURST, default
 //	                            RATE rounded up); for QUEUE only, or every queue; repeatable
 //	-create-quota-retry-info    quota rejections carry a google.rpc.RetryInfo delay
+//	-create-latency DURATION    delay every CreateTask answer by DURATION (such as 30ms),
+//	                            rejected or not, as a distant region would
+//	-no-dispatch                store tasks without dispatching them (load tests)
 //
 // App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
 // http://localhost:8080) plus their relative URI, with the routing in the
@@ -137,6 +140,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	var quotas queueFlags
 	fs.Var(&quotas, "create-quota", "per-queue CreateTask quota as [QUEUE=]RATE[/BURST]: RESOURCE_EXHAUSTED above RATE creates per second, in bursts of BURST (default RATE rounded up); without QUEUE for every queue; repeatable")
 	quotaRetryInfo := fs.Bool("create-quota-retry-info", false, "quota rejections carry a google.rpc.RetryInfo detail with the delay until the next token")
+	createLatency := fs.Duration("create-latency", 0, "delay every CreateTask call by this long before it is answered, rejected or not, such as 30ms (0: none)")
+	noDispatch := fs.Bool("no-dispatch", false, "store tasks without dispatching them, for load tests that must not call any target")
 	for _, ef := range envFlags {
 		v := strings.TrimSpace(getenv(ef.env))
 		if v == "" {
@@ -169,6 +174,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	if *port < 0 || *port > 65535 {
 		return usagef("-port %d: want 0 to 65535", *port)
 	}
+	if *createLatency < 0 || *createLatency > maxCreateLatency {
+		return usagef("-create-latency %v: want a duration from 0 to %v, such as 30ms", *createLatency, maxCreateLatency)
+	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 
 	opts := []cloudtaskstest.Option{cloudtaskstest.WithLogger(log), cloudtaskstest.WithOIDCIssuer(communityIssuer)}
@@ -180,6 +188,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	}
 	if *hardReset {
 		opts = append(opts, cloudtaskstest.WithHardResetOnPurge())
+	}
+	if *noDispatch {
+		opts = append(opts, cloudtaskstest.WithoutDispatch())
 	}
 	if ae := strings.TrimSpace(getenv("APP_ENGINE_EMULATOR_HOST")); ae != "" {
 		if !strings.Contains(ae, "://") {
@@ -218,6 +229,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		return err
 	}
 	defer srv.Close()
+	srv.SetLatency(*createLatency)
 	for _, q := range queues {
 		if _, err := srv.CreateQueue(q); err != nil {
 			return usagef("-queue %q: %v", q, err)
@@ -243,6 +255,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	log.Info("shutting down")
 	return nil
 }
+
+// maxCreateLatency bounds -create-latency: the client's default CreateTask
+// timeout is 20s, so a longer delay would only time every create out.
+const maxCreateLatency = 20 * time.Second
 
 // issuerListenPort checks an -openid-issuer value and returns the port its
 // discovery document is served on. An OpenID issuer is an http(s) URL with a

@@ -188,6 +188,34 @@ func TestEmulatorCreateQuotaFlags(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(create(other)), "the queue's own quota: burst 1")
 }
 
+func TestEmulatorCreateLatencyAndNoDispatchFlags(t *testing.T) {
+	ts, got := recordingTarget(t)
+	const latency = 150 * time.Millisecond
+	addr, logs := startRun(t, nil, "-port", "0", "-queue", queue, "-create-latency", latency.String(), "-no-dispatch")
+	client := dial(t, addr)
+	began := time.Now()
+	task, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+		MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: ts.URL + "/hook"}},
+	}})
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, time.Since(began), latency, "-create-latency delays the answer")
+	// A running queue dispatches a due task at once; with -no-dispatch the task stays
+	// stored and undelivered.
+	select {
+	case r := <-got:
+		t.Fatalf("-no-dispatch: the target was called: %s", r.URL)
+	case <-time.After(300 * time.Millisecond):
+	}
+	stored, err := client.GetTask(context.Background(), &cloudtaskspb.GetTaskRequest{Name: task.GetName()})
+	require.NoError(t, err)
+	assert.Zero(t, stored.GetDispatchCount())
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, l := range logs.lines {
+		assert.NotContains(t, l, "msg=dispatch")
+	}
+}
+
 func TestEmulatorSendsAppEngineTasksToTheEnvironmentHost(t *testing.T) {
 	ts, got := recordingTarget(t)
 	addr, _ := startRun(t, map[string]string{"APP_ENGINE_EMULATOR_HOST": strings.TrimPrefix(ts.URL, "http://")}, "-port", "0", "-queue", queue)
@@ -446,6 +474,9 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 		"quota zero rate":   {[]string{"-port", "0", "-create-quota", "0"}, "-create-quota", nil},
 		"quota burst":       {[]string{"-port", "0", "-create-quota", "10/0"}, "-create-quota", nil},
 		"quota queue":       {[]string{"-port", "0", "-create-quota", "projects/p/queues/q=10"}, "-create-quota", nil},
+		"negative latency":  {[]string{"-port", "0", "-create-latency", "-1ms"}, "-create-latency", nil},
+		"latency too long":  {[]string{"-port", "0", "-create-latency", "1h"}, "-create-latency", nil},
+		"latency no unit":   {[]string{"-port", "0", "-create-latency", "30"}, "-create-latency", nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
