@@ -94,6 +94,9 @@ type preflightState struct {
 	skipped  bool                 // the read was refused for good (PERMISSION_DENIED, UNIMPLEMENTED)
 	queue    *cloudtaskspb.Queue  // what the read returned
 	reported map[findingKind]bool // findings already logged and counted
+	// missingReported is set once a read answered NOT_FOUND was logged: the process says once
+	// that the queue does not exist, however many bundles read it again.
+	missingReported bool
 }
 
 // preflights holds one state per key for the life of the worker process, like the shared
@@ -293,7 +296,8 @@ func (p *queuePreflighter) run(ctx context.Context, st *preflightState, dk doneK
 
 // readFailed decides what a failed queue read means. PERMISSION_DENIED and UNIMPLEMENTED skip
 // the check for good: a sink's identity often may create tasks but not read queues
-// (cloudtasks.queues.get), and an emulator may lack GetQueue. Anything else skips it for this
+// (cloudtasks.queues.get), and an emulator may lack GetQueue. NOT_FOUND says once per process
+// that the queue does not exist and skips the check for this bundle. Anything else skips it for this
 // bundle only, whatever the mode: the read is a check, not a create, and the creates report
 // their own failures. The client has already retried UNAVAILABLE and DEADLINE_EXCEEDED.
 func (p *queuePreflighter) readFailed(ctx context.Context, st *preflightState, queue string, err error) error {
@@ -309,6 +313,16 @@ func (p *queuePreflighter) readFailed(ctx context.Context, st *preflightState, q
 		st.read, st.skipped = true, true
 		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
 		return nil
+	case codes.NotFound:
+		// The queue may be being created (a new queue takes a while to appear), so the next
+		// bundle reads it again; the process says so once, not once per bundle.
+		if !st.missingReported {
+			st.missingReported = true
+			log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
+				"creates to it fail with NOT_FOUND until it exists; create the queue (gcloud tasks queues create) or fix the queue name. "+
+				"Later bundles read it again and say nothing more", queue)
+		}
+		return errPreflightSkippedForBundle
 	}
 	log.Warnf(ctx, "cloudtasksio: queue preflight: reading queue %s failed with %s; not checking it in this bundle, the next bundle tries again", queue, code)
 	return errPreflightSkippedForBundle

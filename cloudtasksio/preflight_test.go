@@ -226,6 +226,35 @@ func TestQueuePreflightRetriesAFailedReadInTheNextBundle(t *testing.T) {
 	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 1, MetricQueuePreflightPaused: 1}, counters())
 }
 
+func TestQueuePreflightSaysOnceThatAMissingQueueDoesNotExist(t *testing.T) {
+	s := newPreflightServer(t)
+	const missing = "projects/p/locations/l/queues/not-yet-created"
+	req := httpCreate("https://example.com/")
+	req.Parent = missing
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	p := s.preflighter(PreflightFail)
+	for range 3 {
+		p.startBundle()
+		require.NoError(t, p.check(ctx, req), "a missing queue is the creates' failure to report, not the preflight's")
+	}
+	assert.Equal(t, int64(3), s.getQueue.Load(), "each bundle reads the queue again: it may have been created since")
+	lines := logLines(logs, "cloudtasksio: queue preflight")
+	require.Len(t, lines, 1, "said once, not once per bundle")
+	assert.Contains(t, lines[0], "level=WARN")
+	assert.Contains(t, lines[0], "queue "+missing+" does not exist (NOT_FOUND), or is still being created")
+	assert.NotContains(t, lines[0], "not checking it in this bundle")
+	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 3}, counters())
+
+	_, err := s.CreateQueue(missing)
+	require.NoError(t, err)
+	require.NoError(t, s.PauseQueue(missing))
+	p.startBundle()
+	err = p.check(ctx, req)
+	require.Error(t, err, "once the queue exists it is checked like any other")
+	assert.Contains(t, err.Error(), "is PAUSED")
+}
+
 func TestQueuePreflightReadRidesOutAnUnavailableAnswer(t *testing.T) {
 	s := newPreflightServer(t)
 	require.NoError(t, s.PauseQueue(preflightQueue))
