@@ -56,8 +56,10 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -230,7 +232,7 @@ func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %q: %w", addr, err)
+		return nil, fmt.Errorf("listen on %s: %s", echo(addr), boundedtext.Cut(err.Error(), 300))
 	}
 	s := b
 	s.Addr = lis.Addr().String()
@@ -248,6 +250,9 @@ func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
 	if !s.cfg.noBeta {
 		betapb.RegisterCloudTasksServer(s.gsrv, &v2beta3Service{store: s.store})
 	}
+	// gRPC server reflection: tools such as grpcurl list and call the services without
+	// the proto files.
+	reflection.Register(s.gsrv)
 	go func() {
 		defer close(s.served)
 		_ = s.gsrv.Serve(lis)
@@ -268,7 +273,20 @@ type OptionError struct {
 	Err    error
 }
 
-func (e *OptionError) Error() string { return e.Err.Error() }
+// Error returns the underlying error's text, cut to maxOptionErrorText bytes: it may
+// repeat the value the option was given.
+func (e *OptionError) Error() string { return boundedtext.Cut(e.Err.Error(), maxOptionErrorText) }
+
+// redactedURL returns u without the password of its user info, when it parses as a URL.
+func redactedURL(u string) string {
+	if p, err := url.Parse(u); err == nil && p.User != nil {
+		return p.Redacted()
+	}
+	return u
+}
+
+// maxOptionErrorText bounds an OptionError's text.
+const maxOptionErrorText = 1024
 
 // Unwrap returns the underlying error.
 func (e *OptionError) Unwrap() error { return e.Err }
@@ -290,7 +308,7 @@ func newBackend(opts ...Option) (*Server, error) {
 	if cfg.appEngine != "" {
 		u, err := url.Parse(cfg.appEngine)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, &OptionError{"WithAppEngineURL", fmt.Errorf("cloudtaskstest: the App Engine base URL %q is not an absolute http or https URL", cfg.appEngine)}
+			return nil, &OptionError{"WithAppEngineURL", fmt.Errorf("cloudtaskstest: the App Engine base URL %s is not an absolute http or https URL", echo(redactedURL(cfg.appEngine)))}
 		}
 		aeURL = u
 	}

@@ -34,6 +34,17 @@
 //	                            rejected or not, as a distant region would
 //	-no-dispatch                store tasks without dispatching them (load tests)
 //
+// It serves gRPC server reflection, so grpcurl lists and calls the services
+// without the proto files:
+//
+//	grpcurl -plaintext 127.0.0.1:8123 list
+//	grpcurl -plaintext -d '{"parent":"projects/dev/locations/here"}' \
+//	    127.0.0.1:8123 google.cloud.tasks.v2.CloudTasks/ListQueues
+//
+// A bad flag or variable is reported under the name it was given by (-port or
+// PORT, -queue or INITIAL_QUEUES), with what is accepted and at most a short
+// cut of the value.
+//
 // App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
 // http://localhost:8080) plus their relative URI, with the routing in the
 // Host header; without it they are stored but not dispatched.
@@ -45,6 +56,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -62,7 +74,11 @@ import (
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 func main() {
@@ -73,9 +89,7 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	case errors.Is(err, errUsage):
-		if err != errUsage { // the flag package has printed its own
-			fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
-		}
+		fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
 		os.Exit(2)
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "cloudtasks-emulator:", err)
@@ -97,11 +111,66 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
-// queueFlags collects a repeatable flag.
-type queueFlags []string
+// maxEcho bounds how much of a bad value an error repeats: enough to recognise it, never a
+// whole hostile or mistaken megabyte.
+const maxEcho = 120
 
-func (q *queueFlags) String() string     { return strings.Join(*q, ",") }
-func (q *queueFlags) Set(v string) error { *q = append(*q, v); return nil }
+// shown quotes a value for an error, cut to maxEcho bytes.
+func shown(v string) string { return strconv.Quote(boundedtext.Cut(v, maxEcho)) }
+
+// setting is one value of a flag and where it came from: "-port" when the command line set
+// it, "PORT" when the environment did. Errors name the source, so that a user who set a
+// variable is not told about a flag they never typed.
+type setting struct{ value, from string }
+
+// badf reports a bad value of s as a usage error that names its source and repeats the value
+// cut short: `PORT "abc": want ...`.
+func (s setting) badf(format string, args ...any) error {
+	return usagef("%s %s: %s", s.from, shown(s.value), fmt.Sprintf(format, args...))
+}
+
+// settingFlag is a flag whose value is checked after parsing, so that the check can name
+// where the value came from. Its Set never fails: the flag package would echo a bad value in
+// full.
+type settingFlag struct {
+	name    string
+	s       *setting
+	boolean bool
+}
+
+func (f *settingFlag) String() string {
+	if f == nil || f.s == nil {
+		return ""
+	}
+	return f.s.value
+}
+
+func (f *settingFlag) Set(v string) error { *f.s = setting{v, "-" + f.name}; return nil }
+
+// IsBoolFlag lets a boolean flag stand alone ("-hard-reset-on-purge-queue").
+func (f *settingFlag) IsBoolFlag() bool { return f != nil && f.boolean }
+
+// listFlag collects a repeatable flag; each value keeps its source.
+type listFlag struct {
+	name  string
+	items *[]setting
+}
+
+func (f *listFlag) String() string {
+	if f == nil || f.items == nil {
+		return ""
+	}
+	vals := make([]string, len(*f.items))
+	for i, it := range *f.items {
+		vals[i] = it.value
+	}
+	return strings.Join(vals, ",")
+}
+
+func (f *listFlag) Set(v string) error {
+	*f.items = append(*f.items, setting{v, "-" + f.name})
+	return nil
+}
 
 // communityIssuer is the iss of the community emulator's tokens when no
 // -openid-issuer is given; this emulator uses it too, so handlers that check
@@ -122,57 +191,113 @@ var envFlags = []struct{ env, flag string }{
 	{"OIDC_KEY_FILE", "oidc-key-file"},
 }
 
+// parseBool reads a boolean setting as the flag package does.
+func parseBool(s setting) (bool, error) {
+	b, err := strconv.ParseBool(s.value)
+	if err != nil {
+		return false, s.badf("want true or false (also 1, 0, t, f)")
+	}
+	return b, nil
+}
+
+// parsePort reads the port setting: a whole number from 0 to 65535.
+func parsePort(s setting) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(s.value))
+	if err != nil || n < 0 || n > 65535 {
+		return 0, s.badf("want a port number from 0 to 65535 (0 picks a free port)")
+	}
+	return n, nil
+}
+
+// queueError explains why the emulator could not create a queue a setting named, in plain
+// words: the status message without the gRPC wrapping ("rpc error: code = ... desc = ..."),
+// which means nothing to someone starting the emulator.
+func queueError(s setting, err error) error {
+	if status.Code(err) == codes.AlreadyExists {
+		return s.badf("the queue is given twice (once is enough)")
+	}
+	msg := status.Convert(err).Message()
+	msg = strings.TrimPrefix(msg, "queue.name: ")
+	return s.badf("%s; want a queue path projects/PROJECT/locations/LOCATION/queues/QUEUE, such as %s", boundedtext.Cut(msg, 400), exampleQueue)
+}
+
+// exampleQueue is the queue path errors show as an example.
+const exampleQueue = "projects/dev/locations/here/queues/orders"
+
 // run starts the emulator and serves until ctx is done. The line giving the
 // address it listens on goes to out; logs go to logOut.
 func run(ctx context.Context, args []string, getenv func(string) string, out, logOut io.Writer) error {
 	fs := flag.NewFlagSet("cloudtasks-emulator", flag.ContinueOnError)
-	fs.SetOutput(logOut)
-	host := fs.String("host", "127.0.0.1", "address to listen on (env HOST)")
-	port := fs.Int("port", 8123, "port to listen on, 0 picks a free one (env PORT)")
-	var queues queueFlags
-	fs.Var(&queues, "queue", "queue to create at start, as projects/P/locations/L/queues/Q; repeatable (env INITIAL_QUEUES, comma separated)")
-	fs.Var(&queues, "initial-queue", "same as -queue")
-	issuer := fs.String("openid-issuer", "", "iss claim of OIDC tokens (default "+communityIssuer+"); when set, the OpenID discovery document and keys are served on this URL's port (env OPENID_ISSUER)")
-	keyFile := fs.String("oidc-key-file", "", "PEM file of the RSA key that signs OIDC tokens; default: a new key at each start (env OIDC_KEY_FILE)")
-	hardReset := fs.Bool("hard-reset-on-purge-queue", false, "PurgeQueue forgets the purged task names instead of keeping them taken for an hour (env HARD_RESET_ON_PURGE_QUEUE)")
+	// The flag package's own messages go to a buffer: they repeat a bad flag name in full, so
+	// the emulator prints its own, cut short.
+	var flagOut bytes.Buffer
+	fs.SetOutput(&flagOut)
+	host := setting{"127.0.0.1", "-host"}
+	port := setting{"8123", "-port"}
+	issuer := setting{"", "-openid-issuer"}
+	keyFile := setting{"", "-oidc-key-file"}
+	hardReset := setting{"false", "-hard-reset-on-purge-queue"}
+	var queues []setting
+	fs.Var(&settingFlag{name: "host", s: &host}, "host", "address to listen on (default 127.0.0.1; env HOST)")
+	fs.Var(&settingFlag{name: "port", s: &port}, "port", "port to listen on, 0 picks a free one (default 8123; env PORT)")
+	fs.Var(&listFlag{name: "queue", items: &queues}, "queue", "queue to create at start, as projects/P/locations/L/queues/Q; repeatable (env INITIAL_QUEUES, comma separated)")
+	fs.Var(&listFlag{name: "initial-queue", items: &queues}, "initial-queue", "same as -queue")
+	fs.Var(&settingFlag{name: "openid-issuer", s: &issuer}, "openid-issuer", "iss claim of OIDC tokens (default "+communityIssuer+"); when set, the OpenID discovery document and keys are served on this URL's port (env OPENID_ISSUER)")
+	fs.Var(&settingFlag{name: "oidc-key-file", s: &keyFile}, "oidc-key-file", "PEM file of the RSA key that signs OIDC tokens; default: a new key at each start (env OIDC_KEY_FILE)")
+	fs.Var(&settingFlag{name: "hard-reset-on-purge-queue", s: &hardReset, boolean: true}, "hard-reset-on-purge-queue", "PurgeQueue forgets the purged task names instead of keeping them taken for an hour (env HARD_RESET_ON_PURGE_QUEUE)")
 	loopbackOnly := fs.Bool("loopback-only", false, "dispatch only to loopback targets")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	var quotas queueFlags
-	fs.Var(&quotas, "create-quota", "per-queue CreateTask quota as [QUEUE=]RATE[/BURST]: RESOURCE_EXHAUSTED above RATE creates per second, in bursts of BURST (default RATE rounded up); without QUEUE for every queue; repeatable")
+	var quotas []setting
+	fs.Var(&listFlag{name: "create-quota", items: &quotas}, "create-quota", "per-queue CreateTask quota as [QUEUE=]RATE[/BURST]: RESOURCE_EXHAUSTED above RATE creates per second, in bursts of BURST (default RATE rounded up); without QUEUE for every queue; repeatable")
 	quotaRetryInfo := fs.Bool("create-quota-retry-info", false, "quota rejections carry a google.rpc.RetryInfo detail with the delay until the next token")
 	createLatency := fs.Duration("create-latency", 0, "delay every CreateTask call by this long before it is answered, rejected or not, such as 30ms (0: none)")
 	noDispatch := fs.Bool("no-dispatch", false, "store tasks without dispatching them, for load tests that must not call any target")
+	byFlag := map[string]*setting{"host": &host, "port": &port, "openid-issuer": &issuer, "oidc-key-file": &keyFile, "hard-reset-on-purge-queue": &hardReset}
 	for _, ef := range envFlags {
 		v := strings.TrimSpace(getenv(ef.env))
 		if v == "" {
 			continue
 		}
-		vals := []string{v}
-		if ef.flag == "queue" {
-			vals = strings.Split(v, ",")
+		if ef.flag != "queue" {
+			*byFlag[ef.flag] = setting{v, ef.env}
+			continue
 		}
-		for _, one := range vals {
-			if err := fs.Set(ef.flag, strings.TrimSpace(one)); err != nil {
-				return usagef("environment variable %s: %v", ef.env, err)
+		for i, one := range strings.Split(v, ",") {
+			from := ef.env
+			if strings.Contains(v, ",") {
+				from = fmt.Sprintf("%s (item %d)", ef.env, i+1)
 			}
+			queues = append(queues, setting{strings.TrimSpace(one), from})
 		}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			_, _ = io.Copy(logOut, &flagOut)
 			return err
 		}
-		return errUsage
+		fs.SetOutput(logOut)
+		fs.Usage()
+		return usagef("%s", boundedtext.Cut(err.Error(), 300))
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(logOut, "unexpected argument %q\n", fs.Arg(0))
-		return errUsage
+		fs.SetOutput(logOut)
+		fs.Usage()
+		return usagef("unexpected argument %s: the emulator takes flags only", shown(fs.Arg(0)))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return usagef("-log-level %q: want debug, info, warn or error", *level)
+		return usagef("-log-level %s: want debug, info, warn or error", shown(*level))
 	}
-	if *port < 0 || *port > 65535 {
-		return usagef("-port %d: want 0 to 65535", *port)
+	portN, err := parsePort(port)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(host.value) == "" || strings.ContainsAny(host.value, " \t\r\n/\x00") || len(host.value) > 253 {
+		return host.badf("want a host name or IP address to listen on, such as 127.0.0.1 or 0.0.0.0")
+	}
+	reset, err := parseBool(hardReset)
+	if err != nil {
+		return err
 	}
 	if *createLatency < 0 || *createLatency > maxCreateLatency {
 		return usagef("-create-latency %v: want a duration from 0 to %v, such as 30ms", *createLatency, maxCreateLatency)
@@ -180,13 +305,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 
 	opts := []cloudtaskstest.Option{cloudtaskstest.WithLogger(log), cloudtaskstest.WithOIDCIssuer(communityIssuer)}
-	if *keyFile != "" {
-		opts = append(opts, cloudtaskstest.WithOIDCKeyFile(*keyFile))
+	if keyFile.value != "" {
+		if strings.ContainsRune(keyFile.value, 0) {
+			return keyFile.badf("a file path cannot hold a NUL byte")
+		}
+		opts = append(opts, cloudtaskstest.WithOIDCKeyFile(keyFile.value))
 	}
 	if !*loopbackOnly {
 		opts = append(opts, cloudtaskstest.WithDispatchToAnyHost())
 	}
-	if *hardReset {
+	if reset {
 		opts = append(opts, cloudtaskstest.WithHardResetOnPurge())
 	}
 	if *noDispatch {
@@ -206,45 +334,46 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		opts = append(opts, o)
 	}
 	var issuerPort string
-	if *issuer != "" {
-		var err error
-		if issuerPort, err = issuerListenPort(*issuer); err != nil {
+	if issuer.value != "" {
+		if issuerPort, err = issuerListenPort(issuer); err != nil {
 			return err
 		}
-		opts = append(opts, cloudtaskstest.WithOIDCIssuer(strings.TrimSuffix(*issuer, "/")))
+		opts = append(opts, cloudtaskstest.WithOIDCIssuer(strings.TrimSuffix(issuer.value, "/")))
 	}
 
-	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(*host, strconv.Itoa(*port)), opts...)
+	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(host.value, strconv.Itoa(portN)), opts...)
 	if err != nil {
-		// An option the flags built is unusable: name the flag that built it.
+		// An option the settings built is unusable: name the setting that built it.
 		var oe *cloudtaskstest.OptionError
 		if errors.As(err, &oe) {
 			switch oe.Option {
 			case "WithOIDCKeyFile":
-				return usagef("-oidc-key-file: %v", err)
+				return usagef("%s: %v", keyFile.from, oe)
 			case "WithCreateQuota": // a malformed QUEUE
-				return usagef("-create-quota: %v", err)
+				return usagef("-create-quota: %v", oe)
+			case "WithAppEngineURL":
+				return usagef("APP_ENGINE_EMULATOR_HOST: %v; want host:port or an http(s) URL, such as localhost:8080", oe)
 			}
 		}
-		return err
+		return fmt.Errorf("listen on %s (from %s and %s): %s", shown(net.JoinHostPort(host.value, strconv.Itoa(portN))), host.from, port.from, boundedtext.Cut(err.Error(), 400))
 	}
 	defer srv.Close()
 	srv.SetLatency(*createLatency)
 	for _, q := range queues {
-		if _, err := srv.CreateQueue(q); err != nil {
-			return usagef("-queue %q: %v", q, err)
+		if _, err := srv.CreateQueue(q.value); err != nil {
+			return queueError(q, err)
 		}
 	}
 
 	if issuerPort != "" {
-		lis, err := net.Listen("tcp", net.JoinHostPort(*host, issuerPort))
+		lis, err := net.Listen("tcp", net.JoinHostPort(host.value, issuerPort))
 		if err != nil {
-			return fmt.Errorf("-openid-issuer: serve discovery: %w", err)
+			return fmt.Errorf("%s: serve discovery: %w", issuer.from, err)
 		}
 		hs := &http.Server{Handler: srv.OpenIDHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = hs.Serve(lis) }()
 		defer hs.Close()
-		log.Info("serving OpenID discovery", "issuer", *issuer, "addr", lis.Addr().String())
+		log.Info("serving OpenID discovery", "issuer", issuer.value, "addr", lis.Addr().String())
 	}
 
 	log.Info("listening", "addr", srv.Addr, "queues", len(queues))
@@ -264,14 +393,14 @@ const maxCreateLatency = 20 * time.Second
 // discovery document is served on. An OpenID issuer is an http(s) URL with a
 // host, an optional path, and no user info, query or fragment; its port must
 // be fixed, since clients find the keys through it.
-func issuerListenPort(issuer string) (string, error) {
-	shown := issuer
+func issuerListenPort(s setting) (string, error) {
+	issuer, redacted := s.value, s
 	bad := func(why string) error {
-		return usagef("-openid-issuer %q: %s; want an http(s) URL such as http://localhost:8980", shown, why)
+		return redacted.badf("%s; want an http(s) URL such as http://localhost:8980", why)
 	}
 	u, err := url.Parse(issuer)
 	if err == nil && u.User != nil {
-		shown = u.Redacted() // never echo a password
+		redacted.value = u.Redacted() // never echo a password
 		return "", bad("user info is not allowed")
 	}
 	switch {
@@ -297,9 +426,10 @@ func issuerListenPort(issuer string) (string, error) {
 }
 
 // parseQuota reads a -create-quota value, [QUEUE=]RATE[/BURST].
-func parseQuota(v string, retryInfo bool) (cloudtaskstest.Option, error) {
+func parseQuota(s setting, retryInfo bool) (cloudtaskstest.Option, error) {
+	v := s.value
 	bad := func(why string) error {
-		return usagef("-create-quota %q: %s; want [projects/P/locations/L/queues/Q=]RATE[/BURST], such as 300 or projects/p/locations/l/queues/q=300/50", v, why)
+		return s.badf("%s; want [projects/P/locations/L/queues/Q=]RATE[/BURST], such as 300 or projects/p/locations/l/queues/q=300/50", why)
 	}
 	queue, spec := cloudtaskstest.AllQueues, v
 	if q, rest, ok := strings.Cut(v, "="); ok {

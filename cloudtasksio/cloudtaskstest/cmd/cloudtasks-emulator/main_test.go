@@ -34,7 +34,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/descriptorpb"
 )
 
 const queue = "projects/dev/locations/here/queues/orders"
@@ -575,4 +578,98 @@ func TestBuiltEmulatorBinary(t *testing.T) {
 		require.NoError(t, err, "the port is released")
 		_ = lis.Close()
 	})
+}
+
+// TestEmulatorServesGRPCReflection: grpcurl and other reflection clients list and describe the
+// Cloud Tasks services without the proto files.
+func TestEmulatorServesGRPCReflection(t *testing.T) {
+	addr, _ := startRun(t, nil, "-port", "0")
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(context.Background())
+	require.NoError(t, err)
+	ask := func(req *reflectionpb.ServerReflectionRequest) *reflectionpb.ServerReflectionResponse {
+		t.Helper()
+		require.NoError(t, stream.Send(req))
+		resp, err := stream.Recv()
+		require.NoError(t, err)
+		return resp
+	}
+
+	var services []string
+	for _, s := range ask(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}).GetListServicesResponse().GetService() {
+		services = append(services, s.GetName())
+	}
+	assert.Contains(t, services, "google.cloud.tasks.v2.CloudTasks")
+	assert.Contains(t, services, "google.cloud.tasks.v2beta3.CloudTasks")
+
+	files := ask(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{
+		FileContainingSymbol: "google.cloud.tasks.v2.CloudTasks.CreateTask"}}).GetFileDescriptorResponse().GetFileDescriptorProto()
+	require.NotEmpty(t, files, "the descriptor of the method's file, as grpcurl describe reads it")
+	var names []string
+	for _, raw := range files {
+		fd := &descriptorpb.FileDescriptorProto{}
+		require.NoError(t, proto.Unmarshal(raw, fd))
+		names = append(names, fd.GetName())
+	}
+	assert.Contains(t, names, "google/cloud/tasks/v2/cloudtasks.proto")
+}
+
+// TestEmulatorErrorsNameWhereTheValueCameFrom: a bad value is reported under the environment
+// variable or flag that set it, says what is accepted, repeats at most a short cut of the
+// value, and shows no gRPC status text.
+func TestEmulatorErrorsNameWhereTheValueCameFrom(t *testing.T) {
+	huge := strings.Repeat("q", 100_000)
+	cases := map[string]struct {
+		args []string
+		env  map[string]string
+		want []string // all in the message
+		not  []string // none in the message
+	}{
+		"INITIAL_QUEUES": {nil, map[string]string{"INITIAL_QUEUES": "projects/p/queues/q"},
+			[]string{`INITIAL_QUEUES "projects/p/queues/q"`, "want a queue path projects/PROJECT/locations/LOCATION/queues/QUEUE"}, []string{"-queue"}},
+		"INITIAL_QUEUES item": {nil, map[string]string{"INITIAL_QUEUES": queue + ",projects/p/locations/l/queues/bad_id"},
+			[]string{"INITIAL_QUEUES (item 2)", "bad_id", "letters, digits or hyphens"}, []string{"-queue"}},
+		"-queue":                 {[]string{"-queue", "projects/p/queues/q"}, nil, []string{`-queue "projects/p/queues/q"`, "want a queue path"}, []string{"INITIAL_QUEUES"}},
+		"queue given twice":      {[]string{"-queue", queue}, map[string]string{"INITIAL_QUEUES": queue}, []string{"-queue", "given twice"}, nil},
+		"PORT":                   {nil, map[string]string{"PORT": "abc"}, []string{`PORT "abc"`, "want a port number from 0 to 65535"}, []string{"-port", "parse error"}},
+		"-port":                  {[]string{"-port", "abc"}, nil, []string{`-port "abc"`, "want a port number from 0 to 65535"}, []string{"parse error"}},
+		"PORT range":             {nil, map[string]string{"PORT": "70000"}, []string{`PORT "70000"`, "0 to 65535"}, nil},
+		"HARD_RESET_ON_PURGE":    {nil, map[string]string{"HARD_RESET_ON_PURGE": "sometimes"}, []string{`HARD_RESET_ON_PURGE "sometimes"`, "want true or false"}, []string{"parse error"}},
+		"-hard-reset":            {[]string{"-hard-reset-on-purge-queue=maybe"}, nil, []string{`-hard-reset-on-purge-queue "maybe"`, "want true or false"}, nil},
+		"OIDC_KEY_FILE":          {nil, map[string]string{"OIDC_KEY_FILE": "/nonexistent/oidc.key"}, []string{"OIDC_KEY_FILE"}, []string{"-oidc-key-file"}},
+		"OIDC_KEY_FILE NUL":      {nil, map[string]string{"OIDC_KEY_FILE": "/tmp/a\x00b"}, []string{"OIDC_KEY_FILE", "NUL"}, nil},
+		"OPENID_ISSUER":          {nil, map[string]string{"OPENID_ISSUER": "localhost"}, []string{`OPENID_ISSUER "localhost"`, "want an http(s) URL"}, []string{"-openid-issuer"}},
+		"OPENID_ISSUER password": {nil, map[string]string{"OPENID_ISSUER": "http://u:secret@127.0.0.1:8980"}, []string{"OPENID_ISSUER", "user info"}, []string{"secret"}},
+		"HOST":                   {nil, map[string]string{"HOST": "127.0.0.1/8"}, []string{`HOST "127.0.0.1/8"`, "want a host name or IP address"}, nil},
+		"APP_ENGINE_EMULATOR_HOST": {[]string{"-port", "0"}, map[string]string{"APP_ENGINE_EMULATOR_HOST": "ftp://u:secret@x"},
+			[]string{"APP_ENGINE_EMULATOR_HOST", "want host:port"}, []string{"secret"}},
+		"huge -queue":        {[]string{"-queue", huge}, nil, []string{"-queue", "[truncated]"}, nil},
+		"huge INITIAL":       {nil, map[string]string{"INITIAL_QUEUES": huge}, []string{"INITIAL_QUEUES", "[truncated]"}, nil},
+		"huge -create-quota": {[]string{"-create-quota", huge}, nil, []string{"-create-quota", "[truncated]"}, nil},
+		"huge quota queue":   {[]string{"-create-quota", huge + "=10"}, nil, []string{"-create-quota"}, nil},
+		"huge unknown flag":  {[]string{"-" + huge}, nil, []string{"flag provided but not defined", "[truncated]"}, nil},
+		"huge PORT":          {nil, map[string]string{"PORT": huge}, []string{"PORT", "[truncated]"}, nil},
+		"huge HOST":          {nil, map[string]string{"HOST": huge}, []string{"HOST", "[truncated]"}, nil},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel() // a value wrongly accepted returns nil at once
+			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, errUsage, "exit status 2")
+			msg := err.Error()
+			for _, w := range tc.want {
+				assert.Contains(t, msg, w)
+			}
+			for _, n := range append(tc.not, "rpc error", "code = ", "desc = ") {
+				assert.NotContains(t, msg, n)
+			}
+			assert.Less(t, len(msg), 1024, "the error repeats a cut of the value, not all of it")
+			assert.Less(t, out.Len(), 8<<10, "nor does anything else printed (at most the usage)")
+		})
+	}
 }
