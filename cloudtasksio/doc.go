@@ -123,7 +123,7 @@
 //
 // example_test.go holds runnable examples, shown with the functions they illustrate by pkgsite
 // and run by go test (go doc does not print examples): ExampleWrite (an HTTP target with a JSON
-// body and struct-tag metadata), ExampleTryWrite (dead letters published with
-// deadletter.ToPubSub, and a construction error) and ExampleConfigFromOptions (a Config built
-// from option keys). The main packages under examples/ are whole pipelines.
+// body and struct-tag metadata), ExampleTryWrite (dead letters published with ToPubSub of
+// package deadletter/pubsubdl, and a construction error) and ExampleConfigFromOptions (a
+// Config built from option keys). The main packages under examples/ are whole pipelines.
 package cloudtasksio

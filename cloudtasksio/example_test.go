@@ -10,7 +10,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
@@ -86,7 +86,7 @@ func ExampleTryWrite() {
 		return
 	}
 	fmt.Println("dead letters:", failed.Type())
-	if err := deadletter.TryToPubSub(s, deadletter.PubSubConfig{Topic: "projects/my-project/topics/invoice-dead-letters"}, failed); err != nil {
+	if err := pubsubdl.TryToPubSub(s, pubsubdl.PubSubConfig{Topic: "projects/my-project/topics/invoice-dead-letters"}, failed); err != nil {
 		fmt.Println(err)
 		return
 	}

@@ -1,6 +1,18 @@
 // Package deadletter holds the failed-element contract shared by sinks that route elements
-// they could not write, and a transform that publishes such elements to a Pub/Sub topic.
+// they could not write to a dead-letter output. Package deadletter/pubsubdl publishes such
+// elements to a Pub/Sub topic; it lives apart so that a program that only writes tasks does
+// not link the Pub/Sub client.
 package deadletter
+
+import (
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[FailedElement]())
+}
 
 // FailedElement describes one input element that a sink could not write and that its failure
 // policy routed to a dead-letter output instead of failing the bundle.

@@ -27,6 +27,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
 
 // These tests need cloudtaskstest's reject hook and pstest, so they always run in process,
@@ -146,10 +147,10 @@ func (e *dlEnv) run(t *testing.T, elems []dlOrder) map[string]int64 {
 		OnFailure:        cloudtasksio.DeadLetter,
 		EmulatorEndpoint: e.tasks.Addr,
 	}, stamped)
-	pub := deadletter.DefaultPubSubConfig(dlTopic)
+	pub := pubsubdl.DefaultPubSubConfig(dlTopic)
 	pub.MaxInFlightMessages = 8 // several waits per bundle, not only the one in FinishBundle
 	pub.EmulatorEndpoint = e.pubsub.Addr
-	deadletter.ToPubSub(s, pub, failed)
+	pubsubdl.ToPubSub(s, pub, failed)
 
 	pr, err := ptest.RunWithMetrics(p)
 	require.NoError(t, err)
@@ -218,31 +219,31 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 	var serialization, taskID, invalid int
 	for _, m := range msgs {
 		a := m.Attributes
-		assert.Equal(t, cloudtasksio.Connector, a[deadletter.AttrConnector])
-		assert.Equal(t, dlQueue.Path(), a[deadletter.AttrDestination])
-		assert.NotEmpty(t, a[deadletter.AttrWorker])
-		assert.NotEmpty(t, a[deadletter.AttrBundle])
-		assert.NotContains(t, a[deadletter.AttrError], `{"key"`, "the error never carries the payload")
-		fe := deadletter.FailedElement{Connector: a[deadletter.AttrConnector], Destination: a[deadletter.AttrDestination],
-			Payload: m.Data, Code: a[deadletter.AttrCode], Error: a[deadletter.AttrError]}
+		assert.Equal(t, cloudtasksio.Connector, a[pubsubdl.AttrConnector])
+		assert.Equal(t, dlQueue.Path(), a[pubsubdl.AttrDestination])
+		assert.NotEmpty(t, a[pubsubdl.AttrWorker])
+		assert.NotEmpty(t, a[pubsubdl.AttrBundle])
+		assert.NotContains(t, a[pubsubdl.AttrError], `{"key"`, "the error never carries the payload")
+		fe := deadletter.FailedElement{Connector: a[pubsubdl.AttrConnector], Destination: a[pubsubdl.AttrDestination],
+			Payload: m.Data, Code: a[pubsubdl.AttrCode], Error: a[pubsubdl.AttrError]}
 
 		var key string
-		switch a[deadletter.AttrCode] {
+		switch a[pubsubdl.AttrCode] {
 		case cloudtasksio.CodeSerialization:
 			serialization++
 			assert.Empty(t, m.Data, "no task could be built, so the message has no data")
-			assert.Contains(t, a[deadletter.AttrError], "Serializer failed: the order cannot be encoded")
+			assert.Contains(t, a[pubsubdl.AttrError], "Serializer failed: the order cannot be encoded")
 			_, err := cloudtasksio.FailedTask(fe)
 			assert.Error(t, err)
 			// The element is identified by its event time only.
 			for _, o := range elems {
-				if o.Unbuildable && time.UnixMilli(o.Millis).UTC().Format(time.RFC3339Nano) == a[deadletter.AttrEventTime] {
+				if o.Unbuildable && time.UnixMilli(o.Millis).UTC().Format(time.RFC3339Nano) == a[pubsubdl.AttrEventTime] {
 					key = o.Key
 				}
 			}
 		case cloudtasksio.CodeTaskID:
 			taskID++
-			assert.Contains(t, a[deadletter.AttrError], "TaskIDFn failed: the order has no key")
+			assert.Contains(t, a[pubsubdl.AttrError], "TaskIDFn failed: the order has no key")
 			task, err := cloudtasksio.FailedTask(fe)
 			require.NoError(t, err, "the task was built before naming failed, so it is carried")
 			assert.Empty(t, task.GetName())
@@ -256,21 +257,21 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 			o := byKey[key]
 			switch {
 			case o.Rejected:
-				assert.Contains(t, a[deadletter.AttrError], "the reject hook refused this task")
+				assert.Contains(t, a[pubsubdl.AttrError], "the reject hook refused this task")
 				assert.Equal(t, dlQueue.Path()+"/tasks/"+cloudtasksio.TaskID(key), task.GetName(), "a task the service rejected keeps its name")
 			case o.Oversized:
 				assert.Greater(t, len(m.Data), cloudtaskstest.MaxTaskSize, "the whole oversized task is carried")
 			case o.BadURL:
-				assert.Contains(t, a[deadletter.AttrError], "http or https")
+				assert.Contains(t, a[pubsubdl.AttrError], "http or https")
 				assert.Empty(t, task.GetName(), "the sink's own check runs before the task is named")
 			default:
 				t.Errorf("order %s was not meant to be rejected", key)
 			}
 		default:
-			t.Errorf("unexpected code %q", a[deadletter.AttrCode])
+			t.Errorf("unexpected code %q", a[pubsubdl.AttrCode])
 		}
-		require.NotEmpty(t, key, "message with code %s matched no order", a[deadletter.AttrCode])
-		assert.Equal(t, time.UnixMilli(byKey[key].Millis).UTC().Format(time.RFC3339Nano), a[deadletter.AttrEventTime],
+		require.NotEmpty(t, key, "message with code %s matched no order", a[pubsubdl.AttrCode])
+		assert.Equal(t, time.UnixMilli(byKey[key].Millis).UTC().Format(time.RFC3339Nano), a[pubsubdl.AttrEventTime],
 			"the dead letter carries the event time of order %s", key)
 		seen[key]++
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
@@ -74,13 +74,13 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 	type seen struct{ code, eventTime, url, name string }
 	var got []seen
 	for _, dl := range res.DeadLetters {
-		s := seen{code: dl.Attributes[deadletter.AttrCode], eventTime: dl.Attributes[deadletter.AttrEventTime]}
+		s := seen{code: dl.Attributes[pubsubdl.AttrCode], eventTime: dl.Attributes[pubsubdl.AttrEventTime]}
 		if dl.Task != nil {
 			s.url, s.name = dl.Task.GetHttpRequest().GetUrl(), dl.Task.GetName()
 		} else {
 			assert.Empty(t, dl.Data)
 		}
-		assert.Equal(t, set.Queue.Path(), dl.Attributes[deadletter.AttrDestination])
+		assert.Equal(t, set.Queue.Path(), dl.Attributes[pubsubdl.AttrDestination])
 		got = append(got, s)
 	}
 	assert.Equal(t, []seen{

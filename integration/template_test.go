@@ -29,7 +29,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
@@ -282,11 +282,11 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 	codes := map[string]int{}
 	var deadValues []string
 	for _, m := range ps.Messages() {
-		assert.Equal(t, cloudtasksio.Connector, m.Attributes[deadletter.AttrConnector])
-		assert.Equal(t, env.queue.Path(), m.Attributes[deadletter.AttrDestination])
-		assert.NotContains(t, m.Attributes[deadletter.AttrError], "tomorrow noon", "errors never carry the record")
-		codes[m.Attributes[deadletter.AttrCode]]++
-		if m.Attributes[deadletter.AttrCode] == cloudtasksio.CodeSerialization {
+		assert.Equal(t, cloudtasksio.Connector, m.Attributes[pubsubdl.AttrConnector])
+		assert.Equal(t, env.queue.Path(), m.Attributes[pubsubdl.AttrDestination])
+		assert.NotContains(t, m.Attributes[pubsubdl.AttrError], "tomorrow noon", "errors never carry the record")
+		codes[m.Attributes[pubsubdl.AttrCode]]++
+		if m.Attributes[pubsubdl.AttrCode] == cloudtasksio.CodeSerialization {
 			var rec kafkatemplate.Record
 			require.NoError(t, json.Unmarshal(m.Data, &rec), "an unreadable record's dead letter carries the record as JSON")
 			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")

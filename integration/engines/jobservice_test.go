@@ -25,6 +25,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
 
 func init() {
@@ -255,19 +256,19 @@ func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
 		p, s := beam.NewPipelineWithRoot()
 		orders := beam.ParDo(s, orderOf, generate(s, t.Name(), n, shards))
 		failed := cloudtasksio.Write(s, cfg, orders)
-		pub := deadletter.DefaultPubSubConfig(topic)
+		pub := pubsubdl.DefaultPubSubConfig(topic)
 		pub.EmulatorEndpoint = ps.Addr
-		deadletter.ToPubSub(s, pub, failed)
+		pubsubdl.ToPubSub(s, pub, failed)
 		pr := e.mustRun(t, p)
 
 		rejected := map[int]int{}
 		for _, m := range ps.Messages() {
 			a := m.Attributes
-			assert.Equal(t, cloudtasksio.Connector, a[deadletter.AttrConnector])
-			assert.Equal(t, ct.Queue.Path(), a[deadletter.AttrDestination])
-			assert.Equal(t, cloudtasksio.CodeInvalidArgument, a[deadletter.AttrCode])
-			assert.Contains(t, a[deadletter.AttrError], "this order is refused by the test")
-			task, err := cloudtasksio.FailedTask(deadletter.FailedElement{Connector: a[deadletter.AttrConnector], Payload: m.Data})
+			assert.Equal(t, cloudtasksio.Connector, a[pubsubdl.AttrConnector])
+			assert.Equal(t, ct.Queue.Path(), a[pubsubdl.AttrDestination])
+			assert.Equal(t, cloudtasksio.CodeInvalidArgument, a[pubsubdl.AttrCode])
+			assert.Contains(t, a[pubsubdl.AttrError], "this order is refused by the test")
+			task, err := cloudtasksio.FailedTask(deadletter.FailedElement{Connector: a[pubsubdl.AttrConnector], Payload: m.Data})
 			require.NoError(t, err, "the message carries the whole task")
 			var o order
 			require.NoError(t, json.Unmarshal(task.GetHttpRequest().GetBody(), &o))

@@ -32,7 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
@@ -311,13 +311,13 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 			msgs := ps.Messages()
 			require.Len(t, msgs, len(unreadable), "one dead letter per unreadable record")
 			for _, m := range msgs {
-				assert.Equal(t, cloudtasksio.CodeSerialization, m.Attributes[deadletter.AttrCode])
-				assert.Equal(t, ct.Queue.Path(), m.Attributes[deadletter.AttrDestination])
+				assert.Equal(t, cloudtasksio.CodeSerialization, m.Attributes[pubsubdl.AttrCode])
+				assert.Equal(t, ct.Queue.Path(), m.Attributes[pubsubdl.AttrDestination])
 				var rec kafkatemplate.Record
 				require.NoError(t, json.Unmarshal(m.Data, &rec), "the dead letter carries the record as JSON")
 				want, ok := unreadable[string(rec.Value)]
 				require.True(t, ok, "a dead letter of a record that was readable: %.80q", rec.Value)
-				assert.NotContains(t, m.Attributes[deadletter.AttrError], string(rec.Value), "the error never carries the record")
+				assert.NotContains(t, m.Attributes[pubsubdl.AttrError], string(rec.Value), "the error never carries the record")
 				assert.Equal(t, topic, rec.Topic)
 				assert.Equal(t, want.Partition, rec.Partition, "partition of %q", want.Value)
 				assert.Equal(t, want.Offset, rec.Offset, "offset of %q", want.Value)

@@ -27,6 +27,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
 
 func init() {
@@ -237,12 +238,12 @@ func Build(s beam.Scope, o Options) error {
 		return nil
 	}
 	all := beam.Flatten(s, deadLetters, rejected)
-	pub := deadletter.DefaultPubSubConfig(o.DeadLetterTopic)
+	pub := pubsubdl.DefaultPubSubConfig(o.DeadLetterTopic)
 	pub.EmulatorEndpoint = o.DeadLetterEmulatorEndpoint
 	if pub.EmulatorEndpoint == "" {
 		pub.ServiceAccountKeyFile = cfg.ServiceAccountKeyFile
 	}
-	if err := deadletter.TryToPubSub(s, pub, all); err != nil {
+	if err := pubsubdl.TryToPubSub(s, pub, all); err != nil {
 		return fmt.Errorf("--dead_letter_topic: %w", err)
 	}
 	return nil

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
@@ -134,7 +134,7 @@ func Config(cloudTasksEndpoint string, set Settings) cloudtasksio.Config {
 }
 
 // Build adds the example's transforms to s: orders -> event time -> cloudtasksio.Write ->
-// dead letters -> deadletter.ToPubSub.
+// dead letters -> pubsubdl.ToPubSub.
 func Build(s beam.Scope, cloudTasksEndpoint string, set Settings, orders []Order) {
 	elems := make([]any, len(orders))
 	for i, o := range orders {
@@ -142,14 +142,14 @@ func Build(s beam.Scope, cloudTasksEndpoint string, set Settings, orders []Order
 	}
 	stamped := beam.ParDo(s, stampOrder, beam.Create(s, elems...))
 	failed := cloudtasksio.Write(s, Config(cloudTasksEndpoint, set), stamped)
-	pub := deadletter.DefaultPubSubConfig(set.Topic)
+	pub := pubsubdl.DefaultPubSubConfig(set.Topic)
 	pub.EmulatorEndpoint = set.PubSubEndpoint
-	deadletter.ToPubSub(s, pub, failed)
+	pubsubdl.ToPubSub(s, pub, failed)
 }
 
 // DeadLetter is one message a consumer received from the dead-letter topic.
 type DeadLetter struct {
-	// Attributes are the message's attributes (see the deadletter.Attr* constants).
+	// Attributes are the message's attributes (see the pubsubdl.Attr* constants).
 	Attributes map[string]string
 	// Data is the message data: the rejected task in wire format, empty when no task
 	// could be built.
@@ -268,7 +268,7 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 		if len(m.Data) > 0 {
 			// What any consumer does: rebuild the FailedElement from the message and let
 			// the sink decode its payload (plain proto.Unmarshal works as well).
-			if fe, _, err := deadletter.FromMessage(m); err == nil {
+			if fe, _, err := pubsubdl.FromMessage(m); err == nil {
 				if task, err := cloudtasksio.FailedTask(fe); err == nil {
 					dl.Task = task
 				}
@@ -295,7 +295,7 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 	}
 	slices.SortFunc(out, func(x, y DeadLetter) int {
 		a, b := x.Attributes, y.Attributes
-		return cmp.Or(cmp.Compare(a[deadletter.AttrCode], b[deadletter.AttrCode]), cmp.Compare(a[deadletter.AttrEventTime], b[deadletter.AttrEventTime]))
+		return cmp.Or(cmp.Compare(a[pubsubdl.AttrCode], b[pubsubdl.AttrCode]), cmp.Compare(a[pubsubdl.AttrEventTime], b[pubsubdl.AttrEventTime]))
 	})
 	return out, nil
 }
@@ -316,11 +316,11 @@ func (r *Result) Print(w io.Writer) {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "dead letter %d of %d: code %s\n", i+1, len(r.DeadLetters), a[deadletter.AttrCode])
-		fmt.Fprintf(w, "  destination: %s\n", a[deadletter.AttrDestination])
-		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[deadletter.AttrEventTime]))
-		fmt.Fprintf(w, "  error:       %s\n", boundedtext.Cut(a[deadletter.AttrError], 220))
-		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[deadletter.AttrWorker], a[deadletter.AttrBundle])
+		fmt.Fprintf(w, "dead letter %d of %d: code %s\n", i+1, len(r.DeadLetters), a[pubsubdl.AttrCode])
+		fmt.Fprintf(w, "  destination: %s\n", a[pubsubdl.AttrDestination])
+		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[pubsubdl.AttrEventTime]))
+		fmt.Fprintf(w, "  error:       %s\n", boundedtext.Cut(a[pubsubdl.AttrError], 220))
+		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[pubsubdl.AttrWorker], a[pubsubdl.AttrBundle])
 		if dl.Task == nil {
 			fmt.Fprintf(w, "  data:        empty: no task could be built; find the order at its source by the event time\n")
 			continue

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"testing"
@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/api/option"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -38,7 +39,7 @@ func TestClientOptionsThatCannotWorkNameTheField(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
-			err := TryToPubSub(s, c.cfg, beam.Create(s, FailedElement{}))
+			err := TryToPubSub(s, c.cfg, beam.Create(s, deadletter.FailedElement{}))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})

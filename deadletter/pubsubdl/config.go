@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"fmt"
@@ -77,20 +77,20 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 		return cfg, err
 	}
 	if cfg.MaxInFlightMessages < -1 {
-		return cfg, fmt.Errorf("deadletter: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+		return cfg, fmt.Errorf("pubsubdl: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
 	}
 	if cfg.MaxInFlightMessages == 0 {
 		cfg.MaxInFlightMessages = DefaultMaxInFlightMessages
 	}
 	if cfg.FlushTimeout < 0 {
-		return cfg, fmt.Errorf("deadletter: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
+		return cfg, fmt.Errorf("pubsubdl: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
 	}
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = DefaultFlushTimeout
 	}
 	conn := gcpconn.Connection{Emulator: cfg.EmulatorEndpoint, KeyFile: cfg.ServiceAccountKeyFile}
 	if err := conn.CheckCredentials(clientFieldNames); err != nil {
-		return cfg, fmt.Errorf("deadletter: %w", err)
+		return cfg, fmt.Errorf("pubsubdl: %w", err)
 	}
 	if _, err := cfg.Client.settings(cfg.EmulatorEndpoint); err != nil {
 		return cfg, err
@@ -103,14 +103,14 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 func parseTopic(name string) (topicName, error) {
 	parts := strings.Split(name, "/")
 	if name == "" || len(parts) != 4 || parts[0] != "projects" || parts[2] != "topics" {
-		return topicName{}, fmt.Errorf("deadletter: Topic %q is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", name)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %q is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", name)
 	}
 	t := topicName{project: parts[1], topic: parts[3]}
 	if !gcpconn.ValidProject(t.project) {
-		return topicName{}, fmt.Errorf("deadletter: Topic %q: project %q is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", name, t.project)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %q: project %q is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", name, t.project)
 	}
 	if !validTopicID(t.topic) {
-		return topicName{}, fmt.Errorf("deadletter: Topic %q: topic id %q is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", name, t.topic)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %q: topic id %q is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", name, t.topic)
 	}
 	return t, nil
 }

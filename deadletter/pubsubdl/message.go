@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
@@ -66,7 +67,7 @@ func eventTimeAttr(et mtime.Time) string {
 }
 
 // newMessage builds the message that carries fe.
-func newMessage(fe FailedElement, et mtime.Time, worker, bundle string) *pubsub.Message {
+func newMessage(fe deadletter.FailedElement, et mtime.Time, worker, bundle string) *pubsub.Message {
 	attrs := make(map[string]string, 7)
 	for k, v := range map[string]string{
 		AttrConnector:   fe.Connector,
@@ -94,12 +95,12 @@ func newMessage(fe FailedElement, et mtime.Time, worker, bundle string) *pubsub.
 // present but unreadable one is an error naming the attribute. An Error value that ToPubSub
 // cut to MaxAttributeBytes comes back cut, ending with TruncatedMarker. Attributes that do not
 // belong to a FailedElement (AttrWorker, AttrBundle, any added by others) are ignored.
-func FromMessage(msg *pubsub.Message) (FailedElement, time.Time, error) {
+func FromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, error) {
 	if msg == nil {
-		return FailedElement{}, time.Time{}, errors.New("deadletter: FromMessage: the message is nil")
+		return deadletter.FailedElement{}, time.Time{}, errors.New("pubsubdl: FromMessage: the message is nil")
 	}
 	a := msg.Attributes
-	fe := FailedElement{
+	fe := deadletter.FailedElement{
 		Connector:   a[AttrConnector],
 		Destination: a[AttrDestination],
 		Payload:     msg.Data,
@@ -110,7 +111,7 @@ func FromMessage(msg *pubsub.Message) (FailedElement, time.Time, error) {
 	if v, ok := a[AttrEventTime]; ok {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return fe, time.Time{}, fmt.Errorf("deadletter: FromMessage: attribute %q is not an RFC 3339 time (%d bytes)", AttrEventTime, len(v))
+			return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: attribute %q is not an RFC 3339 time (%d bytes)", AttrEventTime, len(v))
 		}
 		et = t
 	}

@@ -1,4 +1,4 @@
-package deadletter_test
+package pubsubdl_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
 
 // Publish the dead letters of a sink to a Pub/Sub topic. The topic must exist; ToPubSub never
@@ -19,7 +20,7 @@ func ExampleToPubSub() {
 		Code:        "INVALID_ARGUMENT",
 		Error:       "the service rejected the task",
 	})
-	deadletter.ToPubSub(s, deadletter.PubSubConfig{
+	pubsubdl.ToPubSub(s, pubsubdl.PubSubConfig{
 		Topic: "projects/my-project/topics/order-dead-letters",
 		// MaxInFlightMessages and FlushTimeout keep their defaults: 1000 and 60s.
 	}, failed)
@@ -31,14 +32,14 @@ func ExampleFromMessage() {
 	msg := &pubsub.Message{
 		Data: []byte{0x0a, 0x01, 'x'},
 		Attributes: map[string]string{
-			deadletter.AttrConnector:   "cloudtasks",
-			deadletter.AttrDestination: "projects/p/locations/l/queues/q",
-			deadletter.AttrCode:        "INVALID_ARGUMENT",
-			deadletter.AttrError:       "the service rejected the task",
-			deadletter.AttrEventTime:   "2026-03-04T05:06:07.089Z",
+			pubsubdl.AttrConnector:   "cloudtasks",
+			pubsubdl.AttrDestination: "projects/p/locations/l/queues/q",
+			pubsubdl.AttrCode:        "INVALID_ARGUMENT",
+			pubsubdl.AttrError:       "the service rejected the task",
+			pubsubdl.AttrEventTime:   "2026-03-04T05:06:07.089Z",
 		},
 	}
-	fe, eventTime, err := deadletter.FromMessage(msg)
+	fe, eventTime, err := pubsubdl.FromMessage(msg)
 	if err != nil {
 		fmt.Println(err)
 		return

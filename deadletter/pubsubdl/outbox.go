@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"context"
@@ -88,11 +88,11 @@ func (o *outbox) wait(ctx context.Context) error {
 				}
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("deadletter: bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
+				return fmt.Errorf("pubsubdl: bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
 			}
-			return fmt.Errorf("deadletter: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired; failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, err)
+			return fmt.Errorf("pubsubdl: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired; failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, err)
 		}
-		return fmt.Errorf("deadletter: publishing to topic %q failed: %w", o.topic, err)
+		return fmt.Errorf("pubsubdl: publishing to topic %q failed: %w", o.topic, err)
 	}
 	o.pending = o.pending[:0]
 	messagesOutstanding.Set(ctx, 0)

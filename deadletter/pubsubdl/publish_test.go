@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"context"
@@ -25,6 +25,8 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
 const testTopic = "projects/test-project/topics/dead-letters"
@@ -42,7 +44,7 @@ func newPubSub(t *testing.T, withTopic bool, opts ...pstest.ServerReactorOption)
 }
 
 // runBundle drives fn through one bundle of elems, all at event time et.
-func runBundle(ctx context.Context, fn *publishFn, et mtime.Time, elems ...FailedElement) error {
+func runBundle(ctx context.Context, fn *publishFn, et mtime.Time, elems ...deadletter.FailedElement) error {
 	if err := fn.StartBundle(ctx); err != nil {
 		return err
 	}
@@ -54,10 +56,10 @@ func runBundle(ctx context.Context, fn *publishFn, et mtime.Time, elems ...Faile
 	return fn.FinishBundle(ctx)
 }
 
-func numbered(n int) []FailedElement {
-	out := make([]FailedElement, n)
+func numbered(n int) []deadletter.FailedElement {
+	out := make([]deadletter.FailedElement, n)
 	for i := range out {
-		out[i] = FailedElement{Connector: "cloudtasks", Code: "INVALID_ARGUMENT", Payload: fmt.Appendf(nil, "payload-%03d", i)}
+		out[i] = deadletter.FailedElement{Connector: "cloudtasks", Code: "INVALID_ARGUMENT", Payload: fmt.Appendf(nil, "payload-%03d", i)}
 	}
 	return out
 }
@@ -75,7 +77,7 @@ func TestPublishRoundTripsPayloadAndAttributes(t *testing.T) {
 	payload, err := proto.Marshal(task)
 	require.NoError(t, err)
 	longErr := "INVALID_ARGUMENT: header too long: " + strings.Repeat("h", 2000)
-	fe := FailedElement{
+	fe := deadletter.FailedElement{
 		Connector:   "cloudtasks",
 		Destination: "projects/p/locations/l/queues/q",
 		Payload:     payload,
@@ -114,7 +116,7 @@ func TestPublishRoundTripsPayloadAndAttributes(t *testing.T) {
 func TestEmptyPayloadPublishesEmptyData(t *testing.T) {
 	srv := newPubSub(t, true)
 	fn := &publishFn{Topic: testTopic, FlushTimeout: time.Minute, EmulatorEndpoint: srv.Addr}
-	fe := FailedElement{Connector: "cloudtasks", Destination: "projects/p/locations/l/queues/q", Code: "SERIALIZATION", Error: "json: unsupported type"}
+	fe := deadletter.FailedElement{Connector: "cloudtasks", Destination: "projects/p/locations/l/queues/q", Code: "SERIALIZATION", Error: "json: unsupported type"}
 	require.NoError(t, runBundle(t.Context(), fn, mtime.FromMilliseconds(1000), fe))
 	msgs := srv.Messages()
 	require.Len(t, msgs, 1)

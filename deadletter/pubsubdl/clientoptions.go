@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"fmt"
@@ -72,10 +72,10 @@ func (o ClientOptions) settings(emulator string) (gcpconn.ClientSettings, error)
 	case TelemetryOff:
 		s.DisableTelemetry = true
 	default:
-		return s, fmt.Errorf("deadletter: Client.Telemetry %d is not TelemetryDefault, TelemetryOn or TelemetryOff", o.Telemetry)
+		return s, fmt.Errorf("pubsubdl: Client.Telemetry %d is not TelemetryDefault, TelemetryOn or TelemetryOff", o.Telemetry)
 	}
 	if err := s.Check(clientFieldNames, emulator, o.ImpersonateDelegates); err != nil {
-		return s, fmt.Errorf("deadletter: %w", err)
+		return s, fmt.Errorf("pubsubdl: %w", err)
 	}
 	return s, nil
 }

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"context"
@@ -48,7 +48,7 @@ func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration
 		if err != nil {
 			return nil, err
 		}
-		log.Infof(ctx, "deadletter: worker %s publishes dead letters to topic %s", workerID(), key.topic)
+		log.Infof(ctx, "pubsubdl: worker %s publishes dead letters to topic %s", workerID(), key.topic)
 		return sp, nil
 	})
 }
@@ -65,7 +65,7 @@ func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Du
 	// The client outlives this bundle: keep it off the bundle's cancellation.
 	client, err := pubsub.NewClient(context.WithoutCancel(ctx), topic.project, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: creating the Pub/Sub client for topic %q: %w", key.topic, err)
+		return nil, fmt.Errorf("pubsubdl: creating the Pub/Sub client for topic %q: %w", key.topic, err)
 	}
 	if err := checkTopic(ctx, client, key.topic, checkTimeout); err != nil {
 		client.Close()
@@ -84,9 +84,9 @@ func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeou
 	case err == nil:
 		return nil
 	case status.Code(err) == codes.NotFound:
-		return fmt.Errorf("deadletter: Topic %q does not exist; create it (and a subscription that reads it) before running the pipeline, ToPubSub never creates topics", topic)
+		return fmt.Errorf("pubsubdl: Topic %q does not exist; create it (and a subscription that reads it) before running the pipeline, ToPubSub never creates topics", topic)
 	default:
-		return fmt.Errorf("deadletter: checking that Topic %q exists: %w", topic, err)
+		return fmt.Errorf("pubsubdl: checking that Topic %q exists: %w", topic, err)
 	}
 }
 
@@ -98,7 +98,7 @@ func clientOptions(key clientKey) ([]option.ClientOption, error) {
 	conn := gcpconn.Connection{Emulator: key.endpoint, KeyFile: key.keyFile, Settings: key.settings}
 	opts, err := conn.Options(clientFieldNames, []string{pubsub.ScopePubSub}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: %w", err)
+		return nil, fmt.Errorf("pubsubdl: %w", err)
 	}
 	if key.endpoint != "" {
 		opts = append(opts, option.WithGRPCConnectionPool(1))

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"context"

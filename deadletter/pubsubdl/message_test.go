@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"strings"
@@ -10,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
 func TestAttrValueKeepsShortValues(t *testing.T) {
@@ -50,7 +52,7 @@ func TestEventTimeAttr(t *testing.T) {
 }
 
 func TestNewMessageOmitsEmptyAttributes(t *testing.T) {
-	m := newMessage(FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}, mtime.MinTimestamp, "w", "b")
+	m := newMessage(deadletter.FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}, mtime.MinTimestamp, "w", "b")
 	assert.Empty(t, m.Data)
 	assert.Equal(t, map[string]string{
 		AttrConnector: "cloudtasks",
@@ -85,7 +87,7 @@ func FuzzAttrValue(f *testing.F) {
 }
 
 func TestFromMessageInvertsNewMessage(t *testing.T) {
-	fe := FailedElement{
+	fe := deadletter.FailedElement{
 		Connector:   "cloudtasks",
 		Destination: "projects/p/locations/l/queues/q",
 		Payload:     []byte{0x0a, 0x03, 'a', 'b', 'c'},
@@ -100,7 +102,7 @@ func TestFromMessageInvertsNewMessage(t *testing.T) {
 }
 
 func TestFromMessageWithoutEventTimeOrPayload(t *testing.T) {
-	fe := FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}
+	fe := deadletter.FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}
 	got, gotTime, err := FromMessage(newMessage(fe, mtime.MinTimestamp, "w", "b"))
 	require.NoError(t, err)
 	assert.Equal(t, fe.Code, got.Code)
@@ -110,7 +112,7 @@ func TestFromMessageWithoutEventTimeOrPayload(t *testing.T) {
 
 func TestFromMessageKeepsATruncatedError(t *testing.T) {
 	long := strings.Repeat("x", 3*MaxAttributeBytes)
-	got, _, err := FromMessage(newMessage(FailedElement{Error: long}, mtime.MinTimestamp, "w", "b"))
+	got, _, err := FromMessage(newMessage(deadletter.FailedElement{Error: long}, mtime.MinTimestamp, "w", "b"))
 	require.NoError(t, err)
 	assert.Len(t, got.Error, MaxAttributeBytes)
 	assert.True(t, strings.HasSuffix(got.Error, TruncatedMarker))

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
-var failedElementType = reflect.TypeFor[FailedElement]()
+var failedElementType = reflect.TypeFor[deadletter.FailedElement]()
 
 func init() {
-	beam.RegisterType(failedElementType)
-	register.DoFn3x1[context.Context, beam.EventTime, FailedElement, error](&publishFn{})
+	register.DoFn3x1[context.Context, beam.EventTime, deadletter.FailedElement, error](&publishFn{})
 }
 
 // ToPubSub publishes every element of failed, a PCollection<FailedElement>, to the Pub/Sub
@@ -54,11 +54,12 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 	}
 	settings, _ := cfg.Client.settings(cfg.EmulatorEndpoint) // checked by validate
 	if !failed.IsValid() {
-		return fmt.Errorf("deadletter: ToPubSub: the input PCollection is not valid")
+		return fmt.Errorf("pubsubdl: ToPubSub: the input PCollection is not valid")
 	}
 	if want := typex.New(failedElementType); !typex.IsEqual(failed.Type(), want) {
-		return fmt.Errorf("deadletter: ToPubSub: the input is a PCollection of %v; want a PCollection of deadletter.FailedElement", failed.Type())
+		return fmt.Errorf("pubsubdl: ToPubSub: the input is a PCollection of %v; want a PCollection of deadletter.FailedElement", failed.Type())
 	}
+	// The step name predates this package (see the package doc): keep it for job updates.
 	s = s.Scope("deadletter.ToPubSub")
 	out, err := beam.TryParDo(s, &publishFn{
 		Topic:                 cfg.Topic,
@@ -69,10 +70,10 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 		Client:                settings,
 	}, failed)
 	if err != nil {
-		return fmt.Errorf("deadletter: ToPubSub: %w", err)
+		return fmt.Errorf("pubsubdl: ToPubSub: %w", err)
 	}
 	if len(out) != 0 {
-		return fmt.Errorf("deadletter: ToPubSub: internal error: the publishing DoFn has %d outputs", len(out))
+		return fmt.Errorf("pubsubdl: ToPubSub: internal error: the publishing DoFn has %d outputs", len(out))
 	}
 	return nil
 }
@@ -114,7 +115,7 @@ func (f *publishFn) start(pub publisher) {
 
 // ProcessElement publishes one failed element, waiting for the outstanding publishes when
 // the in-flight bound is reached.
-func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe FailedElement) error {
+func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe deadletter.FailedElement) error {
 	return f.box.publish(ctx, newMessage(fe, et, workerID(), f.bundle))
 }
 

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"fmt"
@@ -14,6 +14,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 )
 
 func init() {
@@ -28,7 +30,7 @@ var pipelineEventTime = time.Date(2026, 3, 4, 5, 6, 7, 89e6, time.UTC)
 
 // stampEventTime gives an element a fixed event time, as a sink's dead-letter output would
 // carry the original element's time.
-func stampEventTime(fe FailedElement) (beam.EventTime, FailedElement) {
+func stampEventTime(fe deadletter.FailedElement) (beam.EventTime, deadletter.FailedElement) {
 	return mtime.FromTime(pipelineEventTime), fe
 }
 
@@ -36,7 +38,7 @@ func TestToPubSubPipelineOnPrism(t *testing.T) {
 	srv := newPubSub(t, true)
 	var elems []any
 	for i := range 5 {
-		elems = append(elems, FailedElement{
+		elems = append(elems, deadletter.FailedElement{
 			Connector:   "cloudtasks",
 			Destination: "projects/p/locations/l/queues/q",
 			Payload:     fmt.Appendf(nil, "task-%d", i),

@@ -1,4 +1,4 @@
-package deadletter
+package pubsubdl
 
 import (
 	"strings"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -17,7 +18,7 @@ const goodTopic = "projects/my-project/topics/dead-letters"
 func failedInput(t *testing.T) (beam.Scope, beam.PCollection) {
 	t.Helper()
 	_, s := beam.NewPipelineWithRoot()
-	return s, beam.Create(s, FailedElement{Connector: "cloudtasks"})
+	return s, beam.Create(s, deadletter.FailedElement{Connector: "cloudtasks"})
 }
 
 func TestTryToPubSubRejectsBadConfig(t *testing.T) {
@@ -104,8 +105,8 @@ func TestTryToPubSubRejectsOtherElementTypes(t *testing.T) {
 	_, s := beam.NewPipelineWithRoot()
 	for _, col := range []beam.PCollection{
 		beam.Create(s, "not a failed element"),
-		beam.Create(s, &FailedElement{}),
-		beam.ParDo(s, func(fe FailedElement) (string, FailedElement) { return fe.Code, fe }, beam.Create(s, FailedElement{})),
+		beam.Create(s, &deadletter.FailedElement{}),
+		beam.ParDo(s, func(fe deadletter.FailedElement) (string, deadletter.FailedElement) { return fe.Code, fe }, beam.Create(s, deadletter.FailedElement{})),
 	} {
 		err := TryToPubSub(s, DefaultPubSubConfig(goodTopic), col)
 		require.Error(t, err, "%v", col.Type())
