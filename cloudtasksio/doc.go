@@ -15,9 +15,11 @@
 //
 // # Failures and dead letters
 //
-// Three failures belong to one element and go to the [FailurePolicy] in Config.OnFailure:
+// Four failures belong to one element and go to the [FailurePolicy] in Config.OnFailure:
 // the task could not be built ([CodeSerialization]), the task-id function failed
-// ([CodeTaskID]), or Cloud Tasks answered INVALID_ARGUMENT ([CodeInvalidArgument]). Every
+// ([CodeTaskID]), Cloud Tasks answered INVALID_ARGUMENT ([CodeInvalidArgument]), or the task
+// is too large to create: over 1 MiB, never sent, or refused for its size by the gRPC
+// transport ([CodeTaskTooLarge]; never retried, never taken for a quota throttle). Every
 // other failure (a queue function error, a status that is not retried, an exhausted retry
 // budget) fails the bundle whatever the policy. Transient statuses (UNAVAILABLE,
 // DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) and NOT_FOUND are retried inside the sink with
@@ -74,6 +76,7 @@
 //	                                                    failed the bundle (see below)
 //	recordsSkipped                        counter       elements a Serializer skipped by returning (nil, nil)
 //	tasksDeduplicated                     counter       ALREADY_EXISTS answers for named tasks (replays absorbed)
+//	tasksTooLarge                         counter       elements whose task was too large to create (TASK_TOO_LARGE)
 //	errorClass.<CODE>.errors              counter       every failed create attempt, retried or not, by its outermost
 //	                                                    gRPC status; a bare context deadline is DEADLINE_EXCEEDED,
 //	                                                    an error without a status UNKNOWN; a create the sink

@@ -272,6 +272,9 @@ func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedC
 // Rejected fails the bundle: in exactly-once mode every failure does.
 func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request[*stagedCreate], err error) error {
 	f.metrics.failed(ctx, r.Create.GetParent())
+	if errors.Is(err, engine.ErrTaskTooLarge) {
+		f.metrics.tooLarge.Inc(ctx, 1)
+	}
 	return fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 }
 

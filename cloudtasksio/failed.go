@@ -17,7 +17,7 @@ import (
 // Connector is the deadletter.FailedElement.Connector of every dead letter this sink produces.
 const Connector = "cloudtasks"
 
-// Codes of deadletter.FailedElement.Code for the three failures that reach the failure
+// Codes of deadletter.FailedElement.Code for the four failures that reach the failure
 // policy. Every other failure fails the bundle and produces no dead letter.
 const (
 	// CodeSerialization: the task could not be built for the element (the Serializer, the
@@ -28,6 +28,13 @@ const (
 	// CodeInvalidArgument: the task is invalid, found by the sink before sending it or
 	// answered INVALID_ARGUMENT by Cloud Tasks. Payload is the task.
 	CodeInvalidArgument = "INVALID_ARGUMENT"
+	// CodeTaskTooLarge: the task is too large to be created anywhere. Either its wire size,
+	// name included, is over 1 MiB (1,048,576 bytes, the larger of the task size limits Cloud
+	// Tasks documents), and the sink did not send it; or the gRPC transport refused the
+	// request for its size (RESOURCE_EXHAUSTED "message larger than max") before Cloud Tasks
+	// read it. Neither is retried, and neither is taken for a quota throttle. Payload is the
+	// task.
+	CodeTaskTooLarge = "TASK_TOO_LARGE"
 )
 
 // elementFailure is a data-shaped failure of one element: it goes to the failure policy. task
@@ -73,6 +80,9 @@ func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, er
 // bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
 func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
 	f.metrics.failed(ctx, queue)
+	if ef.code == CodeTaskTooLarge {
+		f.metrics.tooLarge.Inc(ctx, 1)
+	}
 	text := boundedtext.Cut(ef.err.Error(), maxErrorText)
 	switch f.Spec.OnFailure {
 	case LogAndDrop:

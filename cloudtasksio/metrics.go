@@ -29,6 +29,10 @@ const (
 	MetricRecordsSkipped = "recordsSkipped"
 	// MetricTasksDeduplicated counts the ALREADY_EXISTS answers for named tasks.
 	MetricTasksDeduplicated = "tasksDeduplicated"
+	// MetricTasksTooLarge counts the elements whose task was too large to create
+	// (CodeTaskTooLarge): over 1 MiB in wire format, so never sent, or refused by the gRPC
+	// transport for its size. Each is also counted in MetricRecordsSendErrors.
+	MetricTasksTooLarge = "tasksTooLarge"
 	// MetricCreateAttemptLatencyMillis is the distribution of how long each create attempt's
 	// CreateTask call took, in whole milliseconds: one sample per attempt, retried or not
 	// (backoff waits are not in it; a call the sink cancelled because its bundle had failed
@@ -108,6 +112,7 @@ type sinkMetrics struct {
 	recordsErrors    beam.Counter      // numRecordsSendErrors: elements that reached the failure policy
 	recordsSkipped   beam.Counter      // recordsSkipped: elements the serializer skipped
 	deduplicated     beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
+	tooLarge         beam.Counter      // tasksTooLarge: elements whose task was too large to create
 	inFlight, parked beam.Gauge        // inFlightTasks, parkedTasks
 	adaptiveLimit    beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
 	attemptLatency   beam.Distribution // createAttemptLatencyMillis: per attempt
@@ -123,6 +128,7 @@ func newSinkMetrics(perDestination bool) *sinkMetrics {
 		recordsErrors:   beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
 		recordsSkipped:  beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
 		deduplicated:    beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
+		tooLarge:        beam.NewCounter(MetricsNamespace, MetricTasksTooLarge),
 		inFlight:        beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
 		parked:          beam.NewGauge(MetricsNamespace, MetricParkedTasks),
 		adaptiveLimit:   beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),

@@ -20,6 +20,7 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricRecordsSendErrors, "numRecordsSendErrors"},
 	{cloudtasksio.MetricRecordsSkipped, "recordsSkipped"},
 	{cloudtasksio.MetricTasksDeduplicated, "tasksDeduplicated"},
+	{cloudtasksio.MetricTasksTooLarge, "tasksTooLarge"},
 	{cloudtasksio.MetricErrorClass("<CODE>"), "errorClass.<CODE>.errors"},
 	{cloudtasksio.MetricInFlightTasks, "inFlightTasks"},
 	{cloudtasksio.MetricParkedTasks, "parkedTasks"},
@@ -75,6 +76,7 @@ func TestDeadLetterVocabularyIsTheDocumentedOne(t *testing.T) {
 	assert.Equal(t, "SERIALIZATION", cloudtasksio.CodeSerialization)
 	assert.Equal(t, "TASK_ID", cloudtasksio.CodeTaskID)
 	assert.Equal(t, "INVALID_ARGUMENT", cloudtasksio.CodeInvalidArgument)
+	assert.Equal(t, "TASK_TOO_LARGE", cloudtasksio.CodeTaskTooLarge)
 }
 
 func TestEnumsPrintTheirNames(t *testing.T) {

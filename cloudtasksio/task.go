@@ -124,6 +124,23 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 	return task, &md, b.check(task)
 }
 
+// maxTaskBytes is the largest task, in wire bytes with its name, the sink sends: 1 MiB, the
+// larger of the task size limits Cloud Tasks documents. A larger task cannot be valid
+// anywhere; between the smaller limit (100 KB) and this one, Cloud Tasks decides.
+const maxTaskBytes = 1 << 20
+
+// checkTaskSize refuses a task over maxTaskBytes (size is its wire size, name included) as an
+// element failure with CodeTaskTooLarge: it is never sent, so it can neither be retried as a
+// quota throttle nor fail its bundle under DeadLetter or LogAndDrop.
+func checkTaskSize(queue Queue, task *cloudtaskspb.Task, size int) error {
+	if size <= maxTaskBytes {
+		return nil
+	}
+	return &elementFailure{code: CodeTaskTooLarge, task: task, err: fmt.Errorf(
+		"cloudtasksio: the task for queue %s is %d bytes in wire format, over the %d-byte (1 MiB) limit of any Cloud Tasks task; not sent",
+		queue.Path(), size, maxTaskBytes)}
+}
+
 // check runs the per-task rules; a violation goes to the failure policy with the task.
 func (b *taskBuilder) check(task *cloudtaskspb.Task) error {
 	if err := validateTask(task, b.now()); err != nil {

@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -126,7 +127,11 @@ func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskReques
 	if named {
 		task.Name = taskName(queue, key)
 	}
-	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, proto.Size(task), nil
+	size := proto.Size(task)
+	if err := checkTaskSize(queue, task, size); err != nil {
+		return nil, 0, err
+	}
+	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, size, nil
 }
 
 // The engine's observer (AttemptFailed and AttemptLatency are createBase's). The engine calls
@@ -146,5 +151,9 @@ func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], 
 // carry no deadline, so writeFn is no engine.Expirer either.
 func (f *writeFn) Rejected(ctx context.Context, r *engine.Request[*pendingTask], err error) error {
 	p := r.Tag
-	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, task: r.Create.GetTask(), err: err})
+	code := CodeInvalidArgument
+	if errors.Is(err, engine.ErrTaskTooLarge) {
+		code = CodeTaskTooLarge
+	}
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: code, task: r.Create.GetTask(), err: err})
 }

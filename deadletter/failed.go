@@ -29,7 +29,10 @@ type FailedElement struct {
 	// Cloud Tasks, the whole Task protobuf). It is empty when building the request itself
 	// failed, which is how a consumer tells a rejected request from an unbuildable element.
 	Payload []byte
-	// Code classifies the failure, for example "INVALID_ARGUMENT", "SERIALIZATION" or "TASK_ID".
+	// Code classifies the failure. The Cloud Tasks sink uses "SERIALIZATION" (the task could
+	// not be built), "TASK_ID" (the task-id function failed), "INVALID_ARGUMENT" (the task is
+	// invalid) and "TASK_TOO_LARGE" (the task is over 1 MiB, or the gRPC transport refused it
+	// for its size); see the Code constants of package cloudtasksio.
 	Code string
 	// Error is a bounded, human-readable description of the failure.
 	Error string

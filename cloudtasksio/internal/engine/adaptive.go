@@ -206,7 +206,8 @@ func (a *Adaptive) unwatch(queue string, ch chan struct{}) {
 }
 
 // throttle reads what a failed create says about the queue's quota:
-// throttled is true when RESOURCE_EXHAUSTED is anywhere in err's chain, and
+// throttled is true when RESOURCE_EXHAUSTED is anywhere in err's chain, other
+// than one refusing a message for its size (IsMessageTooLarge), and
 // delay is the retry_delay of a google.rpc.RetryInfo detail of such a status
 // (bounded by maxRetryDelay; 0 when there is none).
 func throttle(err error) (throttled bool, delay time.Duration) {
@@ -214,9 +215,9 @@ func throttle(err error) (throttled bool, delay time.Duration) {
 		return false, 0
 	}
 	walkChain(err, func(node error) bool {
-		code, _, ok, _ := nodeStatus(node)
-		if !ok || code != codes.ResourceExhausted {
-			return true
+		code, msg, ok, _ := nodeStatus(node)
+		if !ok || code != codes.ResourceExhausted || IsMessageTooLarge(code, msg) {
+			return true // a request over a size limit says nothing of the quota
 		}
 		throttled = true
 		if s, isStatuser := node.(grpcStatuser); isStatuser {

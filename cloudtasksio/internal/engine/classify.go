@@ -34,6 +34,13 @@ const (
 	// other status, ALREADY_EXISTS for an unnamed task, and errors that carry
 	// no status at all.
 	Terminal
+	// TooLarge means the request was refused for its size before Cloud Tasks
+	// read it: RESOURCE_EXHAUSTED with a message-size text (grpc-go's
+	// "received message larger than max (N vs. M)", see IsMessageTooLarge)
+	// anywhere in the chain. Like Invalid it goes to the caller's failure
+	// policy: the same request fails the same way however often it is sent, so
+	// it is never retried, and it says nothing about the queue's quota.
+	TooLarge
 )
 
 // String returns the class name, for example "Transient".
@@ -49,6 +56,8 @@ func (c Class) String() string {
 		return "Invalid"
 	case Terminal:
 		return "Terminal"
+	case TooLarge:
+		return "TooLarge"
 	}
 	return "Class(" + strconv.Itoa(int(c)) + ")"
 }
@@ -186,6 +195,30 @@ func isTransientCode(c codes.Code) bool {
 	return c == codes.Unavailable || c == codes.DeadlineExceeded || c == codes.ResourceExhausted
 }
 
+// tooLargeTexts are the messages gRPC implementations give, with RESOURCE_EXHAUSTED, to a
+// message over a size limit, lower-cased: grpc-go and gRPC C++ ("received message larger than
+// max (5242973 vs. 4194304)", "received message after decompression larger than max",
+// "trying to send message larger than max", "Sent message larger than max"), grpc-java ("gRPC
+// message exceeds maximum size 4194304: 5242973") and HTTP/2 proxies ("message too large").
+// A quota rejection says nothing of the kind ("Quota exceeded for quota metric ...").
+var tooLargeTexts = []string{"larger than max", "exceeds maximum size", "message too large"}
+
+// IsMessageTooLarge reports whether a status of code and message says that a gRPC message was
+// over a size limit: RESOURCE_EXHAUSTED with one of the texts gRPC implementations use for it.
+// It is the one test of it; Classify and the adaptive limit use it.
+func IsMessageTooLarge(code codes.Code, message string) bool {
+	if code != codes.ResourceExhausted {
+		return false
+	}
+	m := strings.ToLower(message)
+	for _, t := range tooLargeTexts {
+		if strings.Contains(m, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // decision is the full result of classifying one error: the class, the status
 // code that decided it and that status' message (empty when no status exists).
 type decision struct {
@@ -201,7 +234,7 @@ type decision struct {
 // classify implements Classify and also returns the deciding status, which
 // error messages name.
 func classify(err error, named bool) decision {
-	var first, transient decision
+	var first, transient, tooLarge decision
 	cancelled, nodesReadable := false, true
 	chainReadable := walkChain(err, func(node error) bool {
 		code, msg, ok, nodeReadable := nodeStatus(node)
@@ -213,13 +246,21 @@ func classify(err error, named bool) decision {
 		if !first.hasCode {
 			first = decision{code: code, message: msg, hasCode: true}
 		}
-		if isTransientCode(code) {
-			transient = decision{class: Transient, code: code, message: msg, hasCode: true}
+		if IsMessageTooLarge(code, msg) {
+			tooLarge = decision{class: TooLarge, code: code, message: msg, hasCode: true}
 			return false
 		}
-		return true
+		if isTransientCode(code) && !transient.hasCode {
+			transient = decision{class: Transient, code: code, message: msg, hasCode: true}
+		}
+		return true // on: a size refusal further down outranks a transient status
 	})
 	readable := chainReadable && nodesReadable
+	if tooLarge.hasCode {
+		// Whatever else the chain holds, this request fails the same way on every attempt.
+		tooLarge.cancelled = cancelled
+		return tooLarge
+	}
 	if transient.hasCode {
 		transient.cancelled = cancelled
 		return transient
@@ -251,6 +292,9 @@ func classify(err error, named bool) decision {
 // (errors.Unwrap and Unwrap() []error; any node with a GRPCStatus method,
 // such as gax's *apierror.APIError, carries a status):
 //
+//   - RESOURCE_EXHAUSTED saying a message is over a size limit anywhere
+//     (IsMessageTooLarge; grpc-go answers it before any handler runs):
+//     TooLarge, whatever else the chain holds.
 //   - UNAVAILABLE, DEADLINE_EXCEEDED or RESOURCE_EXHAUSTED anywhere, or a bare
 //     context.DeadlineExceeded anywhere: Transient, even when an outer status
 //     says something else, so an outage never reaches a failure policy.

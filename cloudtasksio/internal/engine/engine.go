@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
@@ -173,9 +174,11 @@ type Observer[T any] interface {
 	// attempt or run created it). Also called, with deduplicated false, when
 	// Expirer.Expired answered ExpiredAssumeCreated.
 	Created(ctx context.Context, r *Request[T], deduplicated bool)
-	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT: the task
-	// itself is at fault and the caller's failure policy decides what to do
-	// with it. err wraps the RPC error (use errors.Is / status.Code on it);
+	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT, or that the
+	// request was refused for its size before Cloud Tasks read it (TooLarge;
+	// errors.Is(err, ErrTaskTooLarge) then holds): the task itself is at fault
+	// and the caller's failure policy decides what to do with it. Neither is
+	// retried. err wraps the RPC error (use errors.Is / status.Code on it);
 	// its message is bounded and carries no task body or headers. Returning
 	// nil (the element was dead-lettered or dropped) leaves the engine
 	// running; a non-nil error becomes its terminal error, so nothing more is
@@ -543,6 +546,12 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
 			e.fail(err)
 		}
+	case TooLarge:
+		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, kind: ErrTaskTooLarge, msg: fmt.Sprintf(
+			"the request for a task in queue %q (%d bytes in wire format) was refused for its size with %s before Cloud Tasks read it; not retried: %s",
+			queue, proto.Size(r.Create), code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
+			e.fail(err)
+		}
 	case Transient, NotFound:
 		budget, failures, what := e.opts.Transient, &r.transientFailures, "transient"
 		if d.class == NotFound {
@@ -600,15 +609,24 @@ func (e *Engine[T]) fail(err error) {
 	e.cancel()
 }
 
+// ErrTaskTooLarge marks the error Observer.Rejected receives for a request
+// refused for its size (TooLarge): errors.Is(err, ErrTaskTooLarge).
+var ErrTaskTooLarge = errors.New("task too large")
+
 // createError is a bounded, payload-free message that still wraps the RPC
-// error, so errors.Is and status.Code see through it.
+// error, so errors.Is and status.Code see through it. kind, when set, is a
+// sentinel errors.Is also matches.
 type createError struct {
 	msg   string
 	cause error
+	kind  error
 }
 
 func (e *createError) Error() string { return e.msg }
 func (e *createError) Unwrap() error { return e.cause }
+
+// Is reports whether target is the error's kind.
+func (e *createError) Is(target error) bool { return e.kind != nil && target == e.kind }
 
 // maxMessage bounds the status message quoted in engine errors.
 const maxMessage = 200
