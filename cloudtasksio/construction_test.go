@@ -1,11 +1,14 @@
 package cloudtasksio_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,6 +33,38 @@ func validHTTP() *cloudtasksio.HTTPTarget {
 
 // unregisteredQueue has the right signature but is never registered.
 func unregisteredQueue(order) (cloudtasksio.Queue, error) { return testQueue, nil }
+
+// unregisteredKey is a TaskIDFn that is never registered.
+func unregisteredKey(order) (string, error) { return "k", nil }
+
+// pastedHints holds the registration lines that the errors for unregisteredQueue and
+// unregisteredKey suggest, pasted as they are: the compiler checks that they compile here, in
+// the functions' own package. It is never called, so the functions stay unregistered.
+func pastedHints() {
+	register.Function1x2(unregisteredQueue)
+	register.Function1x2(unregisteredKey)
+}
+
+// The error for an unregistered function names it and suggests the exact line to add, one that
+// compiles when pasted (pastedHints holds it, and this test finds it there).
+func TestUnregisteredFunctionErrorSuggestsALineThatCompiles(t *testing.T) {
+	source, err := os.ReadFile("construction_test.go")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		cfg  cloudtasksio.Config
+		hint string
+	}{
+		{cloudtasksio.Config{QueueFn: unregisteredQueue, HTTP: validHTTP()}, "register.Function1x2(unregisteredQueue)"},
+		{cloudtasksio.Config{Queue: testQueue, TaskIDFn: unregisteredKey, HTTP: validHTTP()}, "register.Function1x2(unregisteredKey)"},
+	} {
+		err := tryWrite(c.cfg, order{ID: "1"})
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "cloudtasksio_test."+strings.TrimSuffix(strings.TrimPrefix(c.hint, "register.Function1x2("), ")")+") is not registered")
+		assert.Contains(t, err.Error(), "add "+c.hint+" to an init() function of its package")
+		assert.Contains(t, string(source), "\n\t"+c.hint+"\n", "the hint is pasted in pastedHints, so it compiles")
+	}
+	_ = pastedHints
+}
 
 func TestConstructionErrors(t *testing.T) {
 	o := order{ID: "1"}
@@ -141,4 +176,20 @@ func TestFailedTaskRecoversTheTask(t *testing.T) {
 	fe.Payload = []byte{0xff, 0xff}
 	_, err = cloudtasksio.FailedTask(fe)
 	assert.ErrorContains(t, err, "not a Cloud Tasks task")
+}
+
+// A PCollection of strings is a declarative target's element type too: json, raw and avro take
+// it, csv and form-urlencoded refuse it at construction, and any other non-struct type is
+// refused, each error naming the type.
+func TestPlainElementTypesPerFormat(t *testing.T) {
+	httpWith := func(body formats.Format) cloudtasksio.Config {
+		return cloudtasksio.Config{Queue: testQueue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/in", Body: body}}
+	}
+	assert.NoError(t, tryWrite(httpWith(formats.JSON()), `{"id":"1"}`))
+	assert.NoError(t, tryWrite(httpWith(formats.Raw()), "anything"))
+	assert.NoError(t, tryWrite(httpWith(formats.Avro(`"string"`)), "anything"))
+	assert.NoError(t, tryWrite(httpWith(formats.JSON()), []byte(`{"id":"1"}`)))
+	assert.ErrorContains(t, tryWrite(httpWith(formats.CSV()), "a,b"), "element type string has no fields to write as a record")
+	assert.ErrorContains(t, tryWrite(httpWith(formats.FormURLEncoded()), "a=b"), "element type string has no field names")
+	assert.ErrorContains(t, tryWrite(httpWith(formats.JSON()), 42), "element type int: want a struct, a pointer to a struct, a string or a []byte")
 }

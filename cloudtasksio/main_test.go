@@ -2,19 +2,16 @@ package cloudtasksio_test
 
 import (
 	"errors"
-	"testing"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	_ "github.com/beam-cloudtasks/beam-cloudtasks/formats/avro" // the avro format's encoder, for the option tests
 )
-
-func TestMain(m *testing.M) { ptest.Main(m) }
 
 func init() {
 	log.LogLevel = "warn"

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"strings"
 	"time"
@@ -161,13 +162,13 @@ func (b *taskBuilder) request(elem any, md *bodyformat.Metadata) (*cloudtaskspb.
 		}
 		p.method = m
 	}
-	contentType := ""
+	contentType, defaultContentType := "", ""
 	if b.encoder != nil && b.target.carriesBody(p.method) {
 		body, err := b.encoder.Encode(elem)
 		if err != nil {
 			return nil, fmt.Errorf("body format: %w", err)
 		}
-		p.body, contentType = body, b.encoder.ContentType()
+		p.body, contentType, defaultContentType = body, b.encoder.ContentType(), b.encoder.DefaultContentType()
 	}
 	if len(md.Headers) > 0 {
 		if err := checkHeaders("headers field", md.Headers, fixed.reserved); err != nil {
@@ -178,7 +179,7 @@ func (b *taskBuilder) request(elem any, md *bodyformat.Metadata) (*cloudtaskspb.
 	if err != nil {
 		return nil, err
 	}
-	p.headers = headers
+	p.headers = withDefaultContentType(headers, defaultContentType)
 	task := b.target.request(p, md)
 	if !md.ScheduleTime.IsZero() {
 		task.ScheduleTime = timestamppb.New(md.ScheduleTime)
@@ -255,6 +256,24 @@ func mergeHeaders(fixed, override map[string]string) map[string]string {
 		}
 		out[k] = v
 	}
+	return out
+}
+
+// withDefaultContentType adds the body format's media type as the Content-Type when the headers
+// (fixed or the element's, compared without regard to case) set none; a header of the user's
+// always wins. headers is not modified.
+func withDefaultContentType(headers map[string]string, contentType string) map[string]string {
+	if contentType == "" {
+		return headers
+	}
+	for name := range headers {
+		if strings.EqualFold(name, "Content-Type") {
+			return headers
+		}
+	}
+	out := make(map[string]string, len(headers)+1)
+	maps.Copy(out, headers)
+	out["Content-Type"] = contentType
 	return out
 }
 

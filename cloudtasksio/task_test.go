@@ -198,3 +198,73 @@ func TestTheFixedAppEngineDispatchDeadlineIsSetAndCheckedAtConstruction(t *testi
 		assert.Contains(t, err.Error(), "outside [15s, 24h0m15s]")
 	}
 }
+
+// headedOrder carries per-element headers, which may set the Content-Type.
+type headedOrder struct {
+	ID      string            `json:"id"`
+	Headers map[string]string `cloudtasks:"headers"`
+}
+
+// Each format but raw sends its media type when no header sets a Content-Type; a header of the
+// user's, fixed or per element and in any letter case, always wins; a method without a body
+// sends none.
+func TestFormatsSendTheirMediaTypeUnlessAHeaderSetsOne(t *testing.T) {
+	now := time.Now()
+	http := func(body formats.Format, headers map[string]string) Config {
+		return Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: body, Headers: headers}}
+	}
+	headersOf := func(t *testing.T, cfg Config, elem headedOrder) map[string]string {
+		t.Helper()
+		task, _, err := builderFor(t, cfg, elem, now).build(elem)
+		require.NoError(t, err)
+		if req := task.GetAppEngineHttpRequest(); req != nil {
+			return req.GetHeaders()
+		}
+		return task.GetHttpRequest().GetHeaders()
+	}
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		elem headedOrder
+		want map[string]string
+	}{
+		{"json", http(formats.JSON(), nil), headedOrder{ID: "1"}, map[string]string{"Content-Type": "application/json"}},
+		{"csv", http(formats.CSV(), nil), headedOrder{ID: "1"}, map[string]string{"Content-Type": "text/csv"}},
+		{"raw sends none", Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.Raw()}}, headedOrder{ID: "1"}, nil},
+		{"form owns its own", http(formats.FormURLEncoded(), nil), headedOrder{ID: "1"}, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}},
+		{"no body format", http(formats.Format{}, nil), headedOrder{ID: "1"}, nil},
+		{"fixed header wins", http(formats.JSON(), map[string]string{"content-type": "application/vnd.orders+json"}), headedOrder{ID: "1"},
+			map[string]string{"content-type": "application/vnd.orders+json"}},
+		{"element header wins", http(formats.JSON(), map[string]string{"X-Trace": "t"}), headedOrder{ID: "1", Headers: map[string]string{"CONTENT-TYPE": "text/plain"}},
+			map[string]string{"X-Trace": "t", "CONTENT-TYPE": "text/plain"}},
+		{"other headers are kept", http(formats.CSV(), map[string]string{"X-Trace": "t"}), headedOrder{ID: "1"},
+			map[string]string{"X-Trace": "t", "Content-Type": "text/csv"}},
+		{"app engine too", Config{AppEngine: &AppEngineTarget{RelativeURI: "/orders", Body: formats.JSON()}}, headedOrder{ID: "1"},
+			map[string]string{"Content-Type": "application/json"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.Equal(t, c.want, headersOf(t, c.cfg, c.elem))
+		})
+	}
+	t.Run("a method without a body sends none", func(t *testing.T) {
+		cfg := Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", Method: "GET", Body: formats.JSON()}}
+		assert.Empty(t, headersOf(t, cfg, headedOrder{ID: "1"}))
+	})
+}
+
+// A string element under the json format is a JSON document: sent unchanged, with the json
+// media type; one that is not a JSON value goes to the failure policy without its text.
+func TestPlainStringElementIsSentAsAJSONDocument(t *testing.T) {
+	b := builderFor(t, Config{HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}}, "", time.Now())
+	task, _, err := b.build(`{"id": "1", "items": [2, 3]}`)
+	require.NoError(t, err)
+	assert.Equal(t, `{"id": "1", "items": [2, 3]}`, string(task.GetHttpRequest().GetBody()), "not encoded again as a JSON string")
+	assert.Equal(t, map[string]string{"Content-Type": "application/json"}, task.GetHttpRequest().GetHeaders())
+
+	_, _, err = b.build(`{"id": "secret"`)
+	var ef *elementFailure
+	require.True(t, errors.As(err, &ef), "%v", err)
+	assert.Equal(t, CodeSerialization, ef.code)
+	assert.ErrorContains(t, ef.err, "not a JSON document")
+	assert.NotContains(t, ef.err.Error(), "secret")
+}

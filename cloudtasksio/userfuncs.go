@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"regexp"
+	"strings"
 	"sync"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -37,8 +38,8 @@ func encodeUserFunc(field string, fn any, elem, ret reflect.Type) (*beam.Encoded
 		return nil, errField(field, "is a closure or method value (%s); use a top-level function registered with register.Function1x2 in init()", name)
 	}
 	if !registered(name, t) {
-		return nil, errField(field, "(%s) is not registered; call register.Function1x2[%v, %v, error](%s) in an init() function",
-			name, t.In(0), ret, shortName(name))
+		return nil, errField(field, "(%s) is not registered; add %s to an init() function of its package",
+			name, registrationHint(name))
 	}
 	f := reflectx.MakeFunc(fn)
 	return &beam.EncodedFunc{Fn: f}, nil
@@ -77,14 +78,13 @@ func (noSymbols) Sym2Addr(name string) (uintptr, error) {
 	return 0, fmt.Errorf("%s is not registered", name)
 }
 
-func shortName(full string) string {
-	for i := len(full) - 1; i >= 0; i-- {
-		if full[i] == '/' {
-			full = full[i+1:]
-			break
-		}
-	}
-	return full
+// registrationHint returns the registration call for the top-level function called full
+// ("example.com/mypipe.orderKey"), as a user pastes it into the function's own package:
+// "register.Function1x2(orderKey)". Beam infers the type parameters from the function.
+func registrationHint(full string) string {
+	ident := full[strings.LastIndexByte(full, '/')+1:]
+	ident = ident[strings.IndexByte(ident, '.')+1:]
+	return "register.Function1x2(" + ident + ")"
 }
 
 // call1x2 calls a decoded user function and splits its results.

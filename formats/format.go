@@ -5,11 +5,26 @@
 // into the "format" option key of cloudtasksio.ConfigFromOptions.
 //
 // Fields of the element tagged `cloudtasks:"<key>"` are request metadata (URL, method,
-// headers, routing, schedule time, task id) and never reach the body; docs/metadata.md lists
-// the keys. Everything that can be checked from the element's Go type and the format is
+// headers, routing, schedule time, task id) and never reach the body; the metadata document
+// linked below lists the keys. Everything that can be checked from the element's Go type and the format is
 // checked when the pipeline is constructed (cloudtasksio.TryWrite), so an element type that
 // its format cannot encode, an unknown option or a bad option value fails before the pipeline
-// runs, with an error naming the field or option. docs/formats.md describes each format.
+// runs, with an error naming the field or option.
+//
+// The element type is a struct (or a pointer to one), or a plain string or []byte type (a
+// PCollection<string>, say), whose whole value is the body and which carries no metadata:
+// JSON sends it unchanged as a JSON document, Raw sends it as it is, Avro writes it as one
+// value of a "string" or "bytes" schema, and CSV and FormURLEncoded refuse it at construction.
+// Any other element type is a construction error.
+//
+// Each format but raw sends its media type as the task's Content-Type when the target's
+// headers set none (JSON application/json, CSV text/csv, Avro avro/binary; form-urlencoded
+// always sends its own). The avro encoder lives in package formats/avro, which a program that
+// writes Avro imports.
+//
+// The formats are described in
+// https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/formats.md and the
+// metadata keys in https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md.
 package formats
 
 import "maps"
@@ -50,9 +65,10 @@ const OptionAvroSchema = "schema"
 
 // JSON encodes the body fields of an element as one JSON object with encoding/json semantics
 // (json tag names, omitempty, ",string", custom marshalers, HTML-safe escaping), in declaration
-// order; metadata fields never appear. A plain string or []byte element is encoded as one JSON
-// value. It sets no Content-Type header: set one in the target's headers if the endpoint
-// needs it.
+// order; metadata fields never appear. A plain string or []byte element holds a JSON document
+// already: it is sent unchanged, and an element that is not one JSON value goes to the failure
+// policy (code SERIALIZATION). The task's Content-Type is application/json unless the target's
+// headers (fixed or per element) set one.
 func JSON() Format { return Format{Name: NameJSON} }
 
 // FormURLEncoded encodes the body fields as an application/x-www-form-urlencoded body and sets
@@ -69,19 +85,30 @@ func FormURLEncoded() Format { return Format{Name: NameFormURLEncoded} }
 // a nil pointer or nil []byte, default ""), "quote-character" (default `"`) and
 // "disable-quote-character" ("true" never quotes; a value that would need quotes then fails the
 // element). Body fields must be scalars: strings, booleans, integers, floats, []byte (base64),
-// time.Time or other encoding.TextMarshaler types, or pointers to them. It sets no Content-Type.
+// time.Time or other encoding.TextMarshaler types, or pointers to them. A plain string or
+// []byte element is refused at construction (it has no fields; send a string that holds a CSV
+// line with Raw). The task's Content-Type is text/csv unless the target's headers (fixed or per
+// element) set one.
 func CSV() Format { return Format{Name: NameCSV} }
 
 // Raw sends the element's single string or []byte body field as the body, bytes as given. The
 // element type must have exactly one body field (tag the others as metadata or json:"-"), or
-// be a plain string or []byte type. It sets no Content-Type.
+// be a plain string or []byte type, whose value is the body. It sets no Content-Type: the
+// target's headers decide.
 func Raw() Format { return Format{Name: NameRaw} }
 
 // Avro encodes the body fields as one Avro datum in binary encoding (no container file, no
 // schema fingerprint) with the given writer schema (JSON text). For a struct element the
-// schema must be a record whose fields match the body fields one to one by name; every field's
+// schema must be a record whose fields match the body fields one to one by name; a plain string
+// or []byte element is written as one value of the schema ("string" or "bytes"). Every field's
 // Go type is checked against its Avro type at construction. Map entries are written in sorted
-// key order, so equal elements give equal bytes. It sets no Content-Type.
+// key order, so equal elements give equal bytes. The task's Content-Type is avro/binary unless
+// the target's headers (fixed or per element) set one.
+//
+// The encoder is in package github.com/beam-cloudtasks/beam-cloudtasks/formats/avro, which
+// keeps the Avro library out of programs that do not use it: import that package (blank, or
+// for its avro.Format, which returns this same value) in the program that builds the pipeline,
+// or construction fails with an error naming the import.
 func Avro(schema string) Format {
 	return Format{Name: NameAvro, Options: map[string]string{OptionAvroSchema: schema}}
 }

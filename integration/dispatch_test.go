@@ -116,7 +116,7 @@ func TestDispatchHTTPRequestsArriveAsBuilt(t *testing.T) {
 			HTTP: target("/post", "", map[string]string{"Content-Type": "application/json", "X-Custom": "custom-value"})},
 			beam.Create(s, items...))
 		cloudtasksio.Write(s, cloudtasksio.Config{Queue: q, EmulatorEndpoint: b.Addr,
-			HTTP: target("/put", "PUT", map[string]string{"Content-Type": "application/json"})},
+			HTTP: target("/put", "PUT", nil)},
 			beam.Create(s, dispatchItem{ID: "c", Qty: 3}))
 		cloudtasksio.Write(s, cloudtasksio.Config{Queue: q, EmulatorEndpoint: b.Addr,
 			HTTP: target("/get?view=full", "GET", nil)},
@@ -144,10 +144,11 @@ func TestDispatchHTTPRequestsArriveAsBuilt(t *testing.T) {
 		}
 		assert.ElementsMatch(t, []string{`{"id":"a","qty":1}`, `{"id":"b","qty":2}`}, bodies)
 	})
-	t.Run("PUT body", func(t *testing.T) {
+	t.Run("PUT body, with the json format's media type", func(t *testing.T) {
 		require.Len(t, got["/put"], 1)
 		assert.Equal(t, "PUT", got["/put"][0].Method)
 		assert.Equal(t, `{"id":"c","qty":3}`, string(got["/put"][0].Body))
+		assert.Equal(t, "application/json", got["/put"][0].Header.Get("Content-Type"), "no header set it: the format sends its own")
 	})
 	t.Run("GET with an empty body", func(t *testing.T) {
 		require.Len(t, got["/get"], 1)
@@ -155,6 +156,7 @@ func TestDispatchHTTPRequestsArriveAsBuilt(t *testing.T) {
 		assert.Equal(t, "GET", d.Method)
 		assert.Equal(t, "view=full", d.RawQuery)
 		assert.Empty(t, d.Body, "a GET carries no body even with a body format configured")
+		assert.Empty(t, d.Header.Get("Content-Type"), "nor a Content-Type")
 	})
 	t.Run("per-element URL and headers", func(t *testing.T) {
 		e, f := got["/items/e"], got["/items/f"]

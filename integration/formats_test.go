@@ -15,6 +15,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	_ "github.com/beam-cloudtasks/beam-cloudtasks/formats/avro" // the avro format's encoder
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
@@ -100,13 +101,12 @@ func writeOneWithOptions(t *testing.T, options map[string]string, elem any) *clo
 }
 
 func TestFormatJSONBodyOnPrism(t *testing.T) {
-	task := writeOneWithOptions(t, map[string]string{
-		"format": "json", "http.headers.Content-Type": "application/json",
-	}, fmtJSONOrder{ID: "A-1", Amount: 12.5, Note: "<b>&", Key: "order-A-1"})
+	task := writeOneWithOptions(t, map[string]string{"format": "json"},
+		fmtJSONOrder{ID: "A-1", Amount: 12.5, Note: "<b>&", Key: "order-A-1"})
 
 	req := task.GetHttpRequest()
 	assert.Equal(t, `{"id":"A-1","amount":12.5,"note":"\u003cb\u003e\u0026"}`, string(req.GetBody()))
-	assert.Equal(t, "application/json", req.GetHeaders()["Content-Type"])
+	assert.Equal(t, "application/json", req.GetHeaders()["Content-Type"], "the format's media type, no header set")
 	assert.Equal(t, cloudtasksio.TaskID("order-A-1"), path.Base(task.GetName()), "the task-id field names the task")
 }
 
@@ -122,12 +122,12 @@ func TestFormatFormURLEncodedBodyOnPrism(t *testing.T) {
 func TestFormatCSVBodyOnPrism(t *testing.T) {
 	task := writeOneWithOptions(t, map[string]string{
 		"format": "csv", "csv.field-delimiter": ";", "csv.null-literal": "NULL",
-		"http.headers.Content-Type": "text/csv",
+		"http.headers.content-type": "text/csv; header=absent",
 	}, fmtCSVOrder{ID: "A-1", Amount: 42, Text: `x;"y"`})
 
 	req := task.GetHttpRequest()
 	assert.Equal(t, `A-1;NULL;42;"x;""y"""`, string(req.GetBody()))
-	assert.Equal(t, "text/csv", req.GetHeaders()["Content-Type"])
+	assert.Equal(t, map[string]string{"content-type": "text/csv; header=absent"}, req.GetHeaders(), "a header of the user's wins over the format's text/csv")
 }
 
 func TestFormatRawBodyOnPrism(t *testing.T) {
@@ -144,7 +144,7 @@ func TestFormatRawBodyOnPrism(t *testing.T) {
 
 func TestFormatAvroBodyOnPrism(t *testing.T) {
 	task := writeOneWithOptions(t, map[string]string{
-		"format": "avro", "avro.schema": fmtAvroSchema, "http.headers.Content-Type": "avro/binary",
+		"format": "avro", "avro.schema": fmtAvroSchema,
 	}, fmtAvroOrder{ID: "a1", Amount: 42, Paid: true})
 
 	req := task.GetHttpRequest()

@@ -14,17 +14,19 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
-// csvSpec is the csv row of the format table: four options, no Content-Type.
+// csvSpec is the csv row of the format table: four options, text/csv unless the headers say
+// otherwise.
 var csvSpec = spec{
-	name: formats.NameCSV,
+	name:               formats.NameCSV,
+	defaultContentType: CSVContentType,
 	options: []string{formats.OptionCSVFieldDelimiter, formats.OptionCSVNullLiteral, formats.OptionCSVQuoteCharacter,
 		formats.OptionCSVDisableQuoteCharacter},
-	parse: func(opts map[string]string) (newEncoder, error) {
+	parse: func(opts map[string]string) (EncoderFactory, error) {
 		o, err := parseCSVOptions(opts)
 		if err != nil {
 			return nil, err
 		}
-		return func(s *Schema) (encoder, error) { return newCSVEncoder(s, o) }, nil
+		return func(s *Schema) (ElementEncoder, error) { return newCSVEncoder(s, o) }, nil
 	},
 }
 
@@ -48,13 +50,13 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 	if v, ok := opts[formats.OptionCSVDisableQuoteCharacter]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, optionError(fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVDisableQuoteCharacter)
+			return o, NewOptionError(fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVDisableQuoteCharacter)
 		}
 		disable = b
 	}
 	if v, ok := opts[formats.OptionCSVQuoteCharacter]; ok {
 		if disable {
-			return o, optionError(fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
+			return o, NewOptionError(fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
 		}
 		r, err := csvChar(formats.OptionCSVQuoteCharacter, v)
 		if err != nil {
@@ -66,11 +68,11 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 		o.quote = 0
 	}
 	if o.quote == o.delimiter {
-		return o, optionError(fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter), formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
+		return o, NewOptionError(fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter), formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
 	}
 	if v, ok := opts[formats.OptionCSVNullLiteral]; ok {
 		if strings.ContainsRune(v, o.delimiter) || strings.ContainsAny(v, "\r\n") || o.quote != 0 && strings.ContainsRune(v, o.quote) {
-			return o, optionError(fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral), formats.OptionCSVNullLiteral)
+			return o, NewOptionError(fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral), formats.OptionCSVNullLiteral)
 		}
 		o.null = v
 	}
@@ -84,10 +86,10 @@ func csvChar(key, v string) (rune, error) {
 	}
 	r, size := utf8.DecodeRuneInString(v)
 	if v == "" || size != len(v) || r == utf8.RuneError {
-		return 0, optionError(fmt.Errorf("formats: csv: option %q must be exactly one character", key), key)
+		return 0, NewOptionError(fmt.Errorf("formats: csv: option %q must be exactly one character", key), key)
 	}
 	if r == '\r' || r == '\n' {
-		return 0, optionError(fmt.Errorf("formats: csv: option %q must not be a line break", key), key)
+		return 0, NewOptionError(fmt.Errorf("formats: csv: option %q must not be a line break", key), key)
 	}
 	return r, nil
 }
@@ -108,12 +110,15 @@ type csvEncoder struct {
 	fields []csvField
 }
 
-func newCSVEncoder(s *Schema, o csvOptions) (encoder, error) {
+func newCSVEncoder(s *Schema, o csvOptions) (ElementEncoder, error) {
+	if s.plain {
+		return nil, fmt.Errorf("formats: csv: element type %s has no fields to write as a record; to send a string that holds a CSV line as it is, use the raw format (and set Content-Type: text/csv in the target's headers)", s.typ)
+	}
 	e := &csvEncoder{s: s, o: o}
 	for _, f := range s.body {
 		w, ok := csvWriterOf(f.Type)
 		if !ok {
-			return nil, fmt.Errorf("formats: csv: %s has Go type %s; the format accepts only scalar fields (strings, numbers, booleans, []byte, time.Time or other text marshalers) and pointers to them", f.describe(), f.Type)
+			return nil, fmt.Errorf("formats: csv: %s has Go type %s; the format accepts only scalar fields (strings, numbers, booleans, []byte, time.Time or other text marshalers) and pointers to them", f.Describe(), f.Type)
 		}
 		e.fields = append(e.fields, csvField{Field: f, write: w})
 	}
@@ -203,7 +208,7 @@ func appendFloat(dst []byte, f float64, bits int) []byte {
 }
 
 func (e *csvEncoder) Encode(elem any) ([]byte, error) {
-	v, err := e.s.value(elem)
+	v, err := e.s.Value(elem)
 	if err != nil {
 		return nil, err
 	}
@@ -215,14 +220,14 @@ func (e *csvEncoder) Encode(elem any) ([]byte, error) {
 		var present bool
 		text, present, err = f.write(text[:0], fieldValue(v, f.Field))
 		if err != nil {
-			return nil, fmt.Errorf("formats: csv: %s: %w", f.describe(), err)
+			return nil, fmt.Errorf("formats: csv: %s: %w", f.Describe(), err)
 		}
 		if !present {
 			out = append(out, e.o.null...)
 			continue
 		}
 		if out, err = e.appendField(out, text); err != nil {
-			return nil, fmt.Errorf("formats: csv: %s: %w", f.describe(), err)
+			return nil, fmt.Errorf("formats: csv: %s: %w", f.Describe(), err)
 		}
 	}
 	return out, nil

@@ -33,7 +33,7 @@ type formEncoder struct {
 	fields []formField
 }
 
-func newFormEncoder(s *Schema) (encoder, error) {
+func newFormEncoder(s *Schema) (ElementEncoder, error) {
 	if s.plain {
 		return nil, fmt.Errorf("formats: form-urlencoded: element type %s has no field names; use a struct with string or []string fields", s.typ)
 	}
@@ -41,7 +41,7 @@ func newFormEncoder(s *Schema) (encoder, error) {
 	for _, f := range s.body {
 		kind, ok := formKindOf(f.Type)
 		if !ok {
-			return nil, fmt.Errorf("formats: form-urlencoded: %s has Go type %s; the format accepts only string, []string, []*string and pointers to them: convert the value to a string field", f.describe(), f.Type)
+			return nil, fmt.Errorf("formats: form-urlencoded: %s has Go type %s; the format accepts only string, []string, []*string and pointers to them: convert the value to a string field", f.Describe(), f.Type)
 		}
 		e.fields = append(e.fields, formField{Field: f, kind: kind})
 	}
@@ -68,7 +68,7 @@ func formKindOf(t reflect.Type) (formKind, bool) {
 }
 
 func (e *formEncoder) Encode(elem any) ([]byte, error) {
-	v, err := e.s.value(elem)
+	v, err := e.s.Value(elem)
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (e *formEncoder) Encode(elem any) ([]byte, error) {
 		case formStringPtrs:
 			for i := range fv.Len() {
 				if fv.Index(i).IsNil() {
-					return nil, fmt.Errorf("formats: form-urlencoded: %s: entry %d is nil, which a form cannot represent", f.describe(), i)
+					return nil, fmt.Errorf("formats: form-urlencoded: %s: entry %d is nil, which a form cannot represent", f.Describe(), i)
 				}
 			}
 			for i := range fv.Len() {

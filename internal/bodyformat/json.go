@@ -10,8 +10,9 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
 
-// jsonSpec is the json row of the format table: no options, no Content-Type.
-var jsonSpec = spec{name: formats.NameJSON, parse: withoutOptions(newJSONEncoder)}
+// jsonSpec is the json row of the format table: no options, application/json unless the
+// headers say otherwise.
+var jsonSpec = spec{name: formats.NameJSON, defaultContentType: JSONContentType, parse: withoutOptions(newJSONEncoder)}
 
 // jsonEncoder encodes the body fields as one JSON object. It copies them into a struct type
 // that holds only the body fields, with their original json tags, and hands that to
@@ -22,10 +23,10 @@ type jsonEncoder struct {
 	bodyType reflect.Type // nil for a plain element
 }
 
-func newJSONEncoder(s *Schema) (encoder, error) {
+func newJSONEncoder(s *Schema) (ElementEncoder, error) {
 	for _, f := range s.body {
 		if err := checkJSONType(f.Type, map[reflect.Type]bool{}); err != nil {
-			return nil, fmt.Errorf("formats: json: %s: %w", f.describe(), err)
+			return nil, fmt.Errorf("formats: json: %s: %w", f.Describe(), err)
 		}
 	}
 	e := &jsonEncoder{s: s}
@@ -89,16 +90,12 @@ func checkJSONType(t reflect.Type, seen map[reflect.Type]bool) error {
 }
 
 func (e *jsonEncoder) Encode(elem any) ([]byte, error) {
-	v, err := e.s.value(elem)
+	v, err := e.s.Value(elem)
 	if err != nil {
 		return nil, err
 	}
 	if e.bodyType == nil {
-		b, err := json.Marshal(v.Interface())
-		if err != nil {
-			return nil, fmt.Errorf("formats: json: cannot encode the element value: %s", jsonErrorKind(err))
-		}
-		return b, nil
+		return jsonDocument(v)
 	}
 	body := reflect.New(e.bodyType).Elem()
 	for i, f := range e.s.body {
@@ -111,12 +108,32 @@ func (e *jsonEncoder) Encode(elem any) ([]byte, error) {
 	return b, nil
 }
 
+// jsonDocument returns a plain string or []byte element, which holds a JSON document already,
+// unchanged once it is known to be one JSON value. The error gives the offset of the syntax
+// error, never the text.
+func jsonDocument(v reflect.Value) ([]byte, error) {
+	var doc []byte
+	if v.Kind() == reflect.String {
+		doc = []byte(v.String())
+	} else {
+		doc = v.Bytes()
+	}
+	if !json.Valid(doc) {
+		var se *json.SyntaxError
+		if err := json.Unmarshal(doc, new(json.RawMessage)); errors.As(err, &se) {
+			return nil, fmt.Errorf("formats: json: the element is not a JSON document: syntax error at byte offset %d of %d", se.Offset, len(doc))
+		}
+		return nil, fmt.Errorf("formats: json: the element is not a JSON document (%d bytes)", len(doc))
+	}
+	return doc, nil
+}
+
 // culprit finds the body field that encoding/json fails on, for the error message: the
 // encoding/json error itself does not name the field, and may quote the data.
 func (e *jsonEncoder) culprit(v reflect.Value) string {
 	for _, f := range e.s.body {
 		if _, err := json.Marshal(v.Field(f.Index).Interface()); err != nil {
-			return f.describe()
+			return f.Describe()
 		}
 	}
 	return "the element's body"

@@ -59,12 +59,24 @@ func TestJSONHonoursFieldMarshalers(t *testing.T) {
 	assert.Equal(t, `{"name":"UP:x","at":"2024-05-06T07:08:09Z"}`, got)
 }
 
-func TestJSONPlainElements(t *testing.T) {
-	s, err := NewSchema(reflect.TypeFor[string]())
+// A PCollection of strings (or []byte) with the json format holds JSON documents: each is sent
+// as it is, not encoded again as a JSON string, once it is known to be one JSON value.
+func TestJSONPlainElementsAreDocumentsSentUnchanged(t *testing.T) {
+	enc, err := NewEncoder(formats.JSON(), schemaOf[string](t))
 	require.NoError(t, err)
-	enc, err := NewEncoder(formats.JSON(), s)
+	assert.Equal(t, `{"id": "a1", "n": [1, 2]}`, encodeString(t, enc, `{"id": "a1", "n": [1, 2]}`))
+	assert.Equal(t, `"just a string"`, encodeString(t, enc, `"just a string"`))
+	_, err = enc.Encode(`{"id": "secret-value"`)
+	assert.EqualError(t, err, "formats: json: the element is not a JSON document: syntax error at byte offset 21 of 21")
+	_, err = enc.Encode(`{"a":1} {"b":2}`)
+	assert.ErrorContains(t, err, "the element is not a JSON document")
+	assert.NotContains(t, err.Error(), `"a"`, "the error never quotes the element")
+
+	enc, err = NewEncoder(formats.JSON(), schemaOf[[]byte](t))
 	require.NoError(t, err)
-	assert.Equal(t, `"a\"b"`, encodeString(t, enc, `a"b`))
+	assert.Equal(t, `[true,null]`, encodeString(t, enc, []byte(`[true,null]`)))
+	_, err = enc.Encode([]byte("not json"))
+	assert.ErrorContains(t, err, "the element is not a JSON document")
 
 	type onlyMeta struct {
 		U string `cloudtasks:"url"`

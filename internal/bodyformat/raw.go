@@ -16,7 +16,7 @@ type rawEncoder struct {
 	field Field
 }
 
-func newRawEncoder(s *Schema) (encoder, error) {
+func newRawEncoder(s *Schema) (ElementEncoder, error) {
 	if len(s.body) != 1 {
 		names := make([]string, len(s.body))
 		for i, f := range s.body {
@@ -26,13 +26,13 @@ func newRawEncoder(s *Schema) (encoder, error) {
 	}
 	f := s.body[0]
 	if !isPlainBody(f.Type) {
-		return nil, fmt.Errorf("formats: raw: %s has Go type %s; the format accepts only string or []byte", f.describe(), f.Type)
+		return nil, fmt.Errorf("formats: raw: %s has Go type %s; the format accepts only string or []byte", f.Describe(), f.Type)
 	}
 	return &rawEncoder{s: s, field: f}, nil
 }
 
 func (e *rawEncoder) Encode(elem any) ([]byte, error) {
-	v, err := e.s.value(elem)
+	v, err := e.s.Value(elem)
 	if err != nil {
 		return nil, err
 	}

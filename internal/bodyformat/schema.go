@@ -52,7 +52,10 @@ type keySpec struct {
 	fits func(reflect.Type) bool
 }
 
-var timeType = reflect.TypeFor[time.Time]() // durationType is declared with the Avro encoder
+var (
+	timeType     = reflect.TypeFor[time.Time]()
+	durationType = reflect.TypeFor[time.Duration]()
+)
 
 func isStringKind(t reflect.Type) bool { return t.Kind() == reflect.String }
 
@@ -103,8 +106,8 @@ type Field struct {
 	jsonTag string
 }
 
-// describe names the field in error messages: Go name, plus the body name when it differs.
-func (f Field) describe() string {
+// Describe names the field in error messages: Go name, plus the body name when it differs.
+func (f Field) Describe() string {
 	switch {
 	case f.Index < 0:
 		return "the element value"
@@ -260,6 +263,32 @@ func validTagName(s string) bool {
 	return true
 }
 
+// Plain reports whether the element type is a plain string or []byte type: its whole value is
+// the single body field (BodyFields()[0], Index -1) and it carries no metadata.
+func (s *Schema) Plain() bool { return s.plain }
+
+// NestedFields lists the fields of a struct type nested in a body field (a record inside the
+// body) with the body naming rules: json tag names, json:"-" skipped, unexported fields
+// ignored. path names the nested value in errors; an embedded field is an error.
+func NestedFields(t reflect.Type, path string) ([]Field, error) {
+	var fields []Field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		name, skip := bodyName(sf.Name, sf.Tag.Get("json"))
+		if skip {
+			continue
+		}
+		if embeddedStruct(sf) {
+			return nil, fmt.Errorf("%s: embedded field %s is not supported; give the field a name", path, sf.Name)
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		fields = append(fields, Field{Name: name, GoName: sf.Name, Index: i, Type: sf.Type})
+	}
+	return fields, nil
+}
+
 // Type returns the element type the schema was built from, as given to NewSchema.
 func (s *Schema) Type() reflect.Type { return s.typ }
 
@@ -325,7 +354,7 @@ type Metadata struct {
 // or a pointer to it is accepted either way; a nil pointer is an error).
 func (s *Schema) Metadata(elem any) (Metadata, error) {
 	md := Metadata{HasTaskID: s.Has(KeyTaskID)}
-	v, err := s.value(elem)
+	v, err := s.Value(elem)
 	if err != nil {
 		return md, err
 	}
@@ -383,8 +412,9 @@ func stringPtr(f reflect.Value) *string {
 	return &str
 }
 
-// value returns the element as a (dereferenced) value of the schema's base type.
-func (s *Schema) value(elem any) (reflect.Value, error) {
+// Value returns the element as a (dereferenced) value of the schema's base type; the error
+// names the types when elem is nil or of another type, never its data.
+func (s *Schema) Value(elem any) (reflect.Value, error) {
 	v := reflect.ValueOf(elem)
 	if !v.IsValid() {
 		return v, fmt.Errorf("formats: element is nil, want %s", s.typ)

@@ -1,4 +1,4 @@
-package bodyformat
+package avro
 
 import (
 	"fmt"
@@ -9,69 +9,67 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hamba/avro/v2"
+	hamba "github.com/hamba/avro/v2"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
-// avroSpec is the avro row of the format table: the required schema option, no Content-Type.
-var avroSpec = spec{
-	name:    formats.NameAvro,
-	options: []string{formats.OptionAvroSchema},
-	parse: func(opts map[string]string) (newEncoder, error) {
-		o, err := parseAvroOptions(opts)
-		if err != nil {
-			return nil, err
-		}
-		return func(s *Schema) (encoder, error) { return newAvroEncoder(s, o) }, nil
-	},
+// parseOptions is the avro format's option parser, registered with bodyformat by init: it
+// parses the required schema option and returns the constructor of the encoder it configures.
+func parseOptions(opts map[string]string) (bodyformat.EncoderFactory, error) {
+	o, err := parseAvroOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return func(s *bodyformat.Schema) (bodyformat.ElementEncoder, error) { return newAvroEncoder(s, o) }, nil
 }
 
 // avroOptions are the parsed options of the avro format.
 type avroOptions struct {
-	schema avro.Schema
+	schema hamba.Schema
 }
 
 func parseAvroOptions(opts map[string]string) (avroOptions, error) {
 	text := strings.TrimSpace(opts[formats.OptionAvroSchema])
 	if text == "" {
-		return avroOptions{}, optionError(fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema), formats.OptionAvroSchema)
+		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema), formats.OptionAvroSchema)
 	}
 	// A private cache keeps named types of one schema from clashing with another's.
-	sch, err := avro.ParseWithCache(text, "", &avro.SchemaCache{})
+	sch, err := hamba.ParseWithCache(text, "", &hamba.SchemaCache{})
 	if err != nil {
-		return avroOptions{}, optionError(fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err), formats.OptionAvroSchema)
+		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err), formats.OptionAvroSchema)
 	}
 	return avroOptions{schema: sch}, nil
 }
 
 // avroWrite writes one Go value in Avro binary encoding. path names the value in errors.
-type avroWrite func(w *avro.Writer, v reflect.Value) error
+type avroWrite func(w *hamba.Writer, v reflect.Value) error
 
 // avroEncoder writes Avro binary (a single datum, no container file and no schema prefix).
 // The plan of which Go value goes where is compiled from the schema and the Go type once, at
 // construction, so that every mismatch is found before the pipeline runs.
 type avroEncoder struct {
-	s     *Schema
+	s     *bodyformat.Schema
 	write avroWrite
 }
 
-func newAvroEncoder(s *Schema, o avroOptions) (encoder, error) {
+func newAvroEncoder(s *bodyformat.Schema, o avroOptions) (bodyformat.ElementEncoder, error) {
 	c := &avroCompiler{memo: map[avroKey]*avroWrite{}}
 	e := &avroEncoder{s: s}
-	if s.plain {
-		w, err := c.compile(o.schema, s.typ, "the element value")
+	if s.Plain() {
+		w, err := c.compile(o.schema, s.Type(), "the element value")
 		if err != nil {
 			return nil, fmt.Errorf("formats: avro: %w", err)
 		}
 		e.write = w
 		return e, nil
 	}
-	rec, ok := resolveRef(o.schema).(*avro.RecordSchema)
+	rec, ok := resolveRef(o.schema).(*hamba.RecordSchema)
 	if !ok {
 		return nil, fmt.Errorf("formats: avro: the schema of a struct element must be a record, not %s", o.schema.Type())
 	}
-	w, err := c.record(rec, s.body, "")
+	w, err := c.record(rec, s.BodyFields(), "")
 	if err != nil {
 		return nil, fmt.Errorf("formats: avro: %w", err)
 	}
@@ -80,11 +78,11 @@ func newAvroEncoder(s *Schema, o avroOptions) (encoder, error) {
 }
 
 func (e *avroEncoder) Encode(elem any) ([]byte, error) {
-	v, err := e.s.value(elem)
+	v, err := e.s.Value(elem)
 	if err != nil {
 		return nil, err
 	}
-	w := avro.NewWriter(nil, 256)
+	w := hamba.NewWriter(nil, 256)
 	err = e.write(w, v)
 	if err == nil && w.Error != nil {
 		err = fmt.Errorf("writing failed: %w", w.Error)
@@ -96,7 +94,7 @@ func (e *avroEncoder) Encode(elem any) ([]byte, error) {
 }
 
 type avroKey struct {
-	schema avro.Schema
+	schema hamba.Schema
 	typ    reflect.Type
 }
 
@@ -105,27 +103,28 @@ type avroCompiler struct {
 	memo map[avroKey]*avroWrite
 }
 
-func resolveRef(sch avro.Schema) avro.Schema {
-	if ref, ok := sch.(*avro.RefSchema); ok {
+func resolveRef(sch hamba.Schema) hamba.Schema {
+	if ref, ok := sch.(*hamba.RefSchema); ok {
 		return ref.Schema()
 	}
 	return sch
 }
 
 var (
+	timeType     = reflect.TypeFor[time.Time]()
 	durationType = reflect.TypeFor[time.Duration]()
 	ratType      = reflect.TypeFor[big.Rat]()
 )
 
-func logicalType(sch avro.Schema) avro.LogicalType {
-	if l, ok := sch.(avro.LogicalTypeSchema); ok && l.Logical() != nil {
+func logicalType(sch hamba.Schema) hamba.LogicalType {
+	if l, ok := sch.(hamba.LogicalTypeSchema); ok && l.Logical() != nil {
 		return l.Logical().Type()
 	}
 	return ""
 }
 
 // mismatch is the construction error for a Go type that does not fit a schema.
-func mismatch(path string, t reflect.Type, sch avro.Schema) error {
+func mismatch(path string, t reflect.Type, sch hamba.Schema) error {
 	what := string(sch.Type())
 	if lt := logicalType(sch); lt != "" {
 		what += " (logical type " + string(lt) + ")"
@@ -134,20 +133,20 @@ func mismatch(path string, t reflect.Type, sch avro.Schema) error {
 }
 
 // compile returns the plan for writing a Go value of type t under schema sch.
-func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (avroWrite, error) {
+func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (avroWrite, error) {
 	sch = resolveRef(sch)
 	if t.Kind() == reflect.Interface {
 		return nil, fmt.Errorf("%s: Go type %s is an interface; the avro format needs concrete types to check against the schema", path, t)
 	}
-	if u, ok := sch.(*avro.UnionSchema); ok {
+	if u, ok := sch.(*hamba.UnionSchema); ok {
 		return c.union(u, t, path)
 	}
-	if t.Kind() == reflect.Pointer && !(t.Elem() == ratType && logicalType(sch) == avro.Decimal) {
+	if t.Kind() == reflect.Pointer && !(t.Elem() == ratType && logicalType(sch) == hamba.Decimal) {
 		inner, err := c.compile(sch, t.Elem(), path)
 		if err != nil {
 			return nil, err
 		}
-		return func(w *avro.Writer, v reflect.Value) error {
+		return func(w *hamba.Writer, v reflect.Value) error {
 			if v.IsNil() {
 				return fmt.Errorf("%s is nil but its avro type %s has no null branch", path, sch.Type())
 			}
@@ -155,14 +154,14 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 		}, nil
 	}
 	switch sch := sch.(type) {
-	case *avro.PrimitiveSchema:
+	case *hamba.PrimitiveSchema:
 		return primitive(sch, t, path)
-	case *avro.EnumSchema:
+	case *hamba.EnumSchema:
 		if t.Kind() != reflect.String {
 			return nil, mismatch(path, t, sch)
 		}
 		symbols := sch.Symbols()
-		return func(w *avro.Writer, v reflect.Value) error {
+		return func(w *hamba.Writer, v reflect.Value) error {
 			i := slices.Index(symbols, v.String())
 			if i < 0 {
 				return fmt.Errorf("%s: the value is not a symbol of enum %s", path, sch.FullName())
@@ -170,20 +169,20 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 			w.WriteInt(int32(i))
 			return nil
 		}, nil
-	case *avro.FixedSchema:
-		if logicalType(sch) == avro.Decimal {
+	case *hamba.FixedSchema:
+		if logicalType(sch) == hamba.Decimal {
 			return delegated(sch, t, path, ratType)
 		}
 		if t.Kind() != reflect.Array || t.Elem().Kind() != reflect.Uint8 || t.Len() != sch.Size() {
 			return nil, fmt.Errorf("%s: Go type %s does not fit avro fixed %s of size %d (want [%d]byte)", path, t, sch.FullName(), sch.Size(), sch.Size())
 		}
-		return func(w *avro.Writer, v reflect.Value) error {
+		return func(w *hamba.Writer, v reflect.Value) error {
 			buf := make([]byte, v.Len())
 			reflect.Copy(reflect.ValueOf(buf), v)
 			_, _ = w.Write(buf)
 			return nil
 		}, nil
-	case *avro.ArraySchema:
+	case *hamba.ArraySchema:
 		if t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
 			return nil, mismatch(path, t, sch)
 		}
@@ -191,7 +190,7 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 		if err != nil {
 			return nil, err
 		}
-		return func(w *avro.Writer, v reflect.Value) error {
+		return func(w *hamba.Writer, v reflect.Value) error {
 			if n := v.Len(); n > 0 {
 				w.WriteLong(int64(n))
 				for i := range n {
@@ -203,7 +202,7 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 			w.WriteLong(0)
 			return nil
 		}, nil
-	case *avro.MapSchema:
+	case *hamba.MapSchema:
 		if t.Kind() != reflect.Map || t.Key().Kind() != reflect.String {
 			return nil, mismatch(path, t, sch)
 		}
@@ -211,7 +210,7 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 		if err != nil {
 			return nil, err
 		}
-		return func(w *avro.Writer, v reflect.Value) error {
+		return func(w *hamba.Writer, v reflect.Value) error {
 			if n := v.Len(); n > 0 {
 				keys := v.MapKeys()
 				slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
@@ -226,17 +225,17 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 			w.WriteLong(0)
 			return nil
 		}, nil
-	case *avro.RecordSchema:
+	case *hamba.RecordSchema:
 		if t.Kind() != reflect.Struct || t == timeType {
 			return nil, mismatch(path, t, sch)
 		}
 		key := avroKey{sch, t}
 		if p, ok := c.memo[key]; ok {
-			return func(w *avro.Writer, v reflect.Value) error { return (*p)(w, v) }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { return (*p)(w, v) }, nil
 		}
 		p := new(avroWrite)
 		c.memo[key] = p
-		fields, err := nestedFields(t, path)
+		fields, err := bodyformat.NestedFields(t, path)
 		if err != nil {
 			delete(c.memo, key)
 			return nil, err
@@ -253,31 +252,10 @@ func (c *avroCompiler) compile(sch avro.Schema, t reflect.Type, path string) (av
 	return nil, mismatch(path, t, sch)
 }
 
-// nestedFields lists the fields of a nested struct with the body naming rules (json names,
-// json:"-" skipped, unexported fields ignored).
-func nestedFields(t reflect.Type, path string) ([]Field, error) {
-	var fields []Field
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		name, skip := bodyName(sf.Name, sf.Tag.Get("json"))
-		if skip {
-			continue
-		}
-		if embeddedStruct(sf) {
-			return nil, fmt.Errorf("%s: embedded field %s is not supported; give the field a name", path, sf.Name)
-		}
-		if !sf.IsExported() {
-			continue
-		}
-		fields = append(fields, Field{Name: name, GoName: sf.Name, Index: i, Type: sf.Type})
-	}
-	return fields, nil
-}
-
 // record matches the record's fields one to one with the Go fields by name and compiles each.
 // prefix is the path of the record itself, "" for the element.
-func (c *avroCompiler) record(rec *avro.RecordSchema, fields []Field, prefix string) (avroWrite, error) {
-	byName := map[string]Field{}
+func (c *avroCompiler) record(rec *hamba.RecordSchema, fields []bodyformat.Field, prefix string) (avroWrite, error) {
+	byName := map[string]bodyformat.Field{}
 	for _, f := range fields {
 		byName[f.Name] = f
 	}
@@ -310,7 +288,7 @@ func (c *avroCompiler) record(rec *avro.RecordSchema, fields []Field, prefix str
 			return nil, fmt.Errorf("%s: record %s has no field named %q; add it to the schema or exclude the field with json:\"-\"", path, rec.FullName(), f.Name)
 		}
 	}
-	return func(w *avro.Writer, v reflect.Value) error {
+	return func(w *hamba.Writer, v reflect.Value) error {
 		for _, s := range steps {
 			if err := s.write(w, v.Field(s.index)); err != nil {
 				return err
@@ -322,19 +300,19 @@ func (c *avroCompiler) record(rec *avro.RecordSchema, fields []Field, prefix str
 
 // memberPath names field f of a record at path prefix ("" for the element's own body fields),
 // for example `field Customer (body name "customer") > Name`.
-func memberPath(prefix string, f Field) string {
+func memberPath(prefix string, f bodyformat.Field) string {
 	if prefix == "" {
-		return f.describe()
+		return f.Describe()
 	}
 	return prefix + " > " + f.GoName
 }
 
 // union writes the branch index (a long) and then the value. A nil pointer, slice or map takes
 // the null branch; any other value the first non-null branch that fits its Go type.
-func (c *avroCompiler) union(u *avro.UnionSchema, t reflect.Type, path string) (avroWrite, error) {
+func (c *avroCompiler) union(u *hamba.UnionSchema, t reflect.Type, path string) (avroWrite, error) {
 	nullIndex := -1
 	for i, b := range u.Types() {
-		if b.Type() == avro.Null {
+		if b.Type() == hamba.Null {
 			nullIndex = i
 			break
 		}
@@ -347,7 +325,7 @@ func (c *avroCompiler) union(u *avro.UnionSchema, t reflect.Type, path string) (
 	branch, write := -1, avroWrite(nil)
 	var firstErr error
 	for i, b := range u.Types() {
-		if b.Type() == avro.Null {
+		if b.Type() == hamba.Null {
 			continue
 		}
 		w, err := c.compile(b, valueType, path)
@@ -369,7 +347,7 @@ func (c *avroCompiler) union(u *avro.UnionSchema, t reflect.Type, path string) (
 		return nil, fmt.Errorf("%s: Go type %s can be nil but the avro union has no null branch", path, t)
 	}
 	deref := valueType != t
-	return func(w *avro.Writer, v reflect.Value) error {
+	return func(w *hamba.Writer, v reflect.Value) error {
 		if nillable && v.IsNil() {
 			w.WriteLong(int64(nullIndex))
 			return nil
@@ -384,42 +362,42 @@ func (c *avroCompiler) union(u *avro.UnionSchema, t reflect.Type, path string) (
 
 // primitive compiles the plain Avro types. Logical types whose encoding hamba/avro defines
 // (dates, times, timestamps, decimals) are delegated to it.
-func primitive(sch *avro.PrimitiveSchema, t reflect.Type, path string) (avroWrite, error) {
+func primitive(sch *hamba.PrimitiveSchema, t reflect.Type, path string) (avroWrite, error) {
 	lt := logicalType(sch)
 	switch {
 	case t == timeType:
 		switch {
-		case sch.Type() == avro.Int && lt == avro.Date,
-			sch.Type() == avro.Long && (lt == avro.TimestampMillis || lt == avro.TimestampMicros ||
-				lt == avro.LocalTimestampMillis || lt == avro.LocalTimestampMicros):
+		case sch.Type() == hamba.Int && lt == hamba.Date,
+			sch.Type() == hamba.Long && (lt == hamba.TimestampMillis || lt == hamba.TimestampMicros ||
+				lt == hamba.LocalTimestampMillis || lt == hamba.LocalTimestampMicros):
 			return delegated(sch, t, path, timeType)
 		}
 		return nil, mismatch(path, t, sch)
-	case t == durationType && (lt == avro.TimeMillis || lt == avro.TimeMicros):
+	case t == durationType && (lt == hamba.TimeMillis || lt == hamba.TimeMicros):
 		return delegated(sch, t, path, durationType)
 	case t.Kind() == reflect.Pointer && t.Elem() == ratType:
-		if sch.Type() == avro.Bytes && lt == avro.Decimal {
+		if sch.Type() == hamba.Bytes && lt == hamba.Decimal {
 			return delegated(sch, t, path, ratType)
 		}
 		return nil, mismatch(path, t, sch)
 	}
 	k := t.Kind()
 	switch sch.Type() {
-	case avro.Boolean:
+	case hamba.Boolean:
 		if k == reflect.Bool {
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteBool(v.Bool()); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteBool(v.Bool()); return nil }, nil
 		}
-	case avro.Int:
+	case hamba.Int:
 		switch k {
 		case reflect.Int8, reflect.Int16, reflect.Int32:
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteInt(int32(v.Int())); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteInt(int32(v.Int())); return nil }, nil
 		case reflect.Uint8, reflect.Uint16:
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteInt(int32(v.Uint())); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteInt(int32(v.Uint())); return nil }, nil
 		case reflect.Int, reflect.Int64:
 			if t == durationType {
 				break
 			}
-			return func(w *avro.Writer, v reflect.Value) error {
+			return func(w *hamba.Writer, v reflect.Value) error {
 				n := v.Int()
 				if n < math.MinInt32 || n > math.MaxInt32 {
 					return fmt.Errorf("%s: the value is out of the range of avro int (32 bits)", path)
@@ -428,33 +406,33 @@ func primitive(sch *avro.PrimitiveSchema, t reflect.Type, path string) (avroWrit
 				return nil
 			}, nil
 		}
-	case avro.Long:
-		if lt == avro.TimestampMillis || lt == avro.TimestampMicros || lt == avro.LocalTimestampMillis || lt == avro.LocalTimestampMicros {
+	case hamba.Long:
+		if lt == hamba.TimestampMillis || lt == hamba.TimestampMicros || lt == hamba.LocalTimestampMillis || lt == hamba.LocalTimestampMicros {
 			if t == durationType {
 				break
 			}
 		}
 		switch k {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteLong(v.Int()); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteLong(v.Int()); return nil }, nil
 		case reflect.Uint8, reflect.Uint16, reflect.Uint32:
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteLong(int64(v.Uint())); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteLong(int64(v.Uint())); return nil }, nil
 		}
-	case avro.Float:
+	case hamba.Float:
 		if k == reflect.Float32 {
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteFloat(float32(v.Float())); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteFloat(float32(v.Float())); return nil }, nil
 		}
-	case avro.Double:
+	case hamba.Double:
 		if k == reflect.Float32 || k == reflect.Float64 {
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteDouble(v.Float()); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteDouble(v.Float()); return nil }, nil
 		}
-	case avro.String:
+	case hamba.String:
 		if k == reflect.String {
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteString(v.String()); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteString(v.String()); return nil }, nil
 		}
-	case avro.Bytes:
+	case hamba.Bytes:
 		if k == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
-			return func(w *avro.Writer, v reflect.Value) error { w.WriteBytes(v.Bytes()); return nil }, nil
+			return func(w *hamba.Writer, v reflect.Value) error { w.WriteBytes(v.Bytes()); return nil }, nil
 		}
 	}
 	return nil, mismatch(path, t, sch)
@@ -462,7 +440,7 @@ func primitive(sch *avro.PrimitiveSchema, t reflect.Type, path string) (avroWrit
 
 // delegated lets hamba/avro write a value of a logical type; the value is converted to the
 // standard Go type hamba expects (time.Time, time.Duration, or *big.Rat used as is).
-func delegated(sch avro.Schema, t reflect.Type, path string, std reflect.Type) (avroWrite, error) {
+func delegated(sch hamba.Schema, t reflect.Type, path string, std reflect.Type) (avroWrite, error) {
 	isRat := std == ratType
 	switch {
 	case isRat && t.Kind() == reflect.Pointer && t.Elem() == ratType:
@@ -470,7 +448,7 @@ func delegated(sch avro.Schema, t reflect.Type, path string, std reflect.Type) (
 	default:
 		return nil, mismatch(path, t, sch)
 	}
-	return func(w *avro.Writer, v reflect.Value) error {
+	return func(w *hamba.Writer, v reflect.Value) error {
 		var val any
 		if isRat {
 			if v.IsNil() {

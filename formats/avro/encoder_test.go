@@ -1,4 +1,4 @@
-package bodyformat
+package avro
 
 import (
 	"math/big"
@@ -6,12 +6,36 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hamba/avro/v2"
+	hamba "github.com/hamba/avro/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
+
+func schemaOf[T any](t testing.TB) *bodyformat.Schema {
+	t.Helper()
+	s, err := bodyformat.NewSchema(reflect.TypeFor[T]())
+	require.NoError(t, err)
+	return s
+}
+
+func encoderFor[T any](t testing.TB, f formats.Format) *bodyformat.Encoder {
+	t.Helper()
+	enc, err := bodyformat.NewEncoder(f, schemaOf[T](t))
+	require.NoError(t, err)
+	return enc
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func encodeString(t *testing.T, enc *bodyformat.Encoder, elem any) string {
+	t.Helper()
+	body, err := enc.Encode(elem)
+	require.NoError(t, err)
+	return string(body)
+}
 
 const orderSchema = `{
   "type": "record", "name": "Order", "namespace": "example",
@@ -114,10 +138,10 @@ func TestAvroRoundTripsThroughHamba(t *testing.T) {
 	b, err := enc.Encode(elem)
 	require.NoError(t, err)
 
-	sch, err := avro.Parse(richSchema)
+	sch, err := hamba.Parse(richSchema)
 	require.NoError(t, err)
 	var back map[string]any
-	require.NoError(t, avro.Unmarshal(sch, b, &back))
+	require.NoError(t, hamba.Unmarshal(sch, b, &back))
 	assert.Equal(t, at, back["at"].(time.Time).UTC())
 	assert.Equal(t, day, back["day"].(time.Time).UTC())
 	assert.Equal(t, 1500*time.Millisecond, back["wait"])
@@ -139,7 +163,7 @@ func TestAvroRoundTripsThroughHamba(t *testing.T) {
 	b, err = enc.Encode(elem)
 	require.NoError(t, err)
 	back = nil
-	require.NoError(t, avro.Unmarshal(sch, b, &back))
+	require.NoError(t, hamba.Unmarshal(sch, b, &back))
 	assert.Nil(t, back["count"])
 	assert.Nil(t, back["lines"])
 	assert.Equal(t, map[string]any{"name": "Alice", "postal": nil}, back["customer"])
@@ -158,12 +182,12 @@ func TestAvroMapKeysAreWrittenInSortedOrder(t *testing.T) {
 }
 
 func TestAvroPlainElement(t *testing.T) {
-	s, err := NewSchema(reflect.TypeFor[string]())
+	s, err := bodyformat.NewSchema(reflect.TypeFor[string]())
 	require.NoError(t, err)
-	enc, err := NewEncoder(formats.Avro(`"string"`), s)
+	enc, err := bodyformat.NewEncoder(formats.Avro(`"string"`), s)
 	require.NoError(t, err)
 	assert.Equal(t, "\x06abc", encodeString(t, enc, "abc"))
-	_, err = NewEncoder(formats.Avro(`"long"`), s)
+	_, err = bodyformat.NewEncoder(formats.Avro(`"long"`), s)
 	assert.ErrorContains(t, err, "the element value: Go type string does not fit avro long")
 }
 
@@ -273,9 +297,9 @@ func TestAvroConstructionRejections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s, err := NewSchema(c.typ)
+			s, err := bodyformat.NewSchema(c.typ)
 			require.NoError(t, err)
-			_, err = NewEncoder(formats.Avro(c.schema), s)
+			_, err = bodyformat.NewEncoder(formats.Avro(c.schema), s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})
@@ -283,14 +307,33 @@ func TestAvroConstructionRejections(t *testing.T) {
 }
 
 func TestAvroRejectsBadSchemaOption(t *testing.T) {
-	assert.ErrorContains(t, Validate(formats.Avro("")), `option "schema" is required`)
-	assert.ErrorContains(t, Validate(formats.Format{Name: formats.NameAvro}), `option "schema" is required`)
-	assert.ErrorContains(t, Validate(formats.Avro(`{"type":"record","name":"R"}`)), `option "schema" does not parse`)
-	assert.ErrorContains(t, Validate(formats.Avro(`{"type":"nope"}`)), `option "schema" does not parse`)
-	assert.ErrorContains(t, Validate(formats.Avro(`"string"`).With("codec", "snappy")), `unknown option "codec"`)
-	assert.NoError(t, Validate(formats.Avro(orderSchema)))
+	assert.ErrorContains(t, bodyformat.Validate(formats.Avro("")), `option "schema" is required`)
+	assert.ErrorContains(t, bodyformat.Validate(formats.Format{Name: formats.NameAvro}), `option "schema" is required`)
+	assert.ErrorContains(t, bodyformat.Validate(formats.Avro(`{"type":"record","name":"R"}`)), `option "schema" does not parse`)
+	assert.ErrorContains(t, bodyformat.Validate(formats.Avro(`{"type":"nope"}`)), `option "schema" does not parse`)
+	assert.ErrorContains(t, bodyformat.Validate(formats.Avro(`"string"`).With("codec", "snappy")), `unknown option "codec"`)
+	assert.NoError(t, bodyformat.Validate(formats.Avro(orderSchema)))
 	// The same record name in two schemas does not clash.
-	assert.NoError(t, Validate(formats.Avro(`{"type":"record","name":"Order","fields":[{"name":"x","type":"int"}]}`)))
+	assert.NoError(t, bodyformat.Validate(formats.Avro(`{"type":"record","name":"Order","fields":[{"name":"x","type":"int"}]}`)))
+}
+
+// inner is embedded in a nested record, which the avro format rejects.
+type inner struct{ X string }
+
+func TestAvroOptionErrorsNameTheSchemaOption(t *testing.T) {
+	for _, f := range []formats.Format{Format(""), Format("{"), {Name: formats.NameAvro}} {
+		var oe *bodyformat.OptionError
+		require.ErrorAs(t, bodyformat.Validate(f), &oe, "%v", f.Options)
+		assert.Equal(t, []string{"schema"}, oe.Options)
+	}
+}
+
+func TestFormatIsFormatsAvro(t *testing.T) {
+	assert.Equal(t, formats.Avro(orderSchema), Format(orderSchema))
+	enc := encoderFor[avroOrder](t, Format(orderSchema))
+	assert.Equal(t, "avro/binary", enc.DefaultContentType())
+	assert.Equal(t, ContentType, enc.DefaultContentType())
+	assert.Equal(t, "", enc.ContentType(), "a header may replace it")
 }
 
 func TestAvroRejectsAnEmbeddedStructInANestedRecord(t *testing.T) {
@@ -302,6 +345,6 @@ func TestAvroRejectsAnEmbeddedStructInANestedRecord(t *testing.T) {
 		C nested `json:"c"`
 	}
 	schema := `{"type":"record","name":"R","fields":[{"name":"c","type":{"type":"record","name":"C","fields":[{"name":"name","type":"string"}]}}]}`
-	_, err := NewEncoder(formats.Avro(schema), schemaOf[elem](t))
+	_, err := bodyformat.NewEncoder(formats.Avro(schema), schemaOf[elem](t))
 	assert.ErrorContains(t, err, `field C (body name "c"): embedded field inner is not supported`)
 }
