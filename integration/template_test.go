@@ -411,8 +411,10 @@ func TestTemplateSecretFlagsAreNeverQuoted(t *testing.T) {
 
 // TestTemplateFlagsAreTheFlexTemplateParameters checks that metadata.json, the Flex Template
 // spec, lists exactly the template's flags (every flag is a parameter, every parameter a
-// flag) with the labels, help texts, optional marks and regexes of the flag table; that every
-// cloudtasksio option key but the body format has a flag; and that the regexes compile.
+// flag) with the labels, help texts, optional marks, regexes and groups of the flag table, and
+// no field the spec does not define; that the groups are the template's five, each listed in
+// one run; that every cloudtasksio option key but the body format has a flag; and that the
+// regexes compile.
 func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 	raw, err := os.ReadFile("../examples/kafka-to-cloudtasks/metadata.json")
 	require.NoError(t, err)
@@ -421,9 +423,10 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 		Description string               `json:"description"`
 		Streaming   bool                 `json:"streaming"`
 		Parameters  []kafkatemplate.Flag `json:"parameters"`
-		Extra       map[string]any       `json:"-"`
 	}
-	require.NoError(t, json.Unmarshal(raw, &spec))
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&spec), "metadata.json holds only the fields of the flag table")
 	assert.NotEmpty(t, spec.Name)
 	assert.NotEmpty(t, spec.Description)
 
@@ -445,12 +448,33 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 		assert.Equal(t, f.Help, p.Help, "helpText of %s", f.Name)
 		assert.Equal(t, f.Optional, p.Optional, "isOptional of %s", f.Name)
 		assert.Equal(t, f.Regexes, p.Regexes, "regexes of %s", f.Name)
+		assert.Equal(t, f.Group, p.Group, "groupName of %s", f.Name)
 		for _, re := range f.Regexes {
 			_, err := regexp.Compile(re)
 			assert.NoError(t, err, "regex of %s", f.Name)
 		}
 	}
 	assert.Equal(t, []string{"cloudtasks_project", "cloudtasks_location", "cloudtasks_queue"}, requiredNames(want))
+
+	// The groups, in the order the parameters list them: each once, the five of the template.
+	var runs []string
+	for _, p := range spec.Parameters {
+		if len(runs) == 0 || runs[len(runs)-1] != p.Group {
+			runs = append(runs, p.Group)
+		}
+	}
+	assert.Equal(t, kafkatemplate.Groups(), runs, "every parameter is in one of the groups, and each group's parameters are listed together")
+	group := map[string]string{}
+	for _, p := range spec.Parameters {
+		group[p.Name] = p.Group
+	}
+	for name, g := range map[string]string{
+		"cloudtasks_queue": kafkatemplate.GroupTarget, "kafka_topics": kafkatemplate.GroupSource,
+		"cloudtasks_sink_recovery_max_attempts": kafkatemplate.GroupSinkTuning, "dead_letter_topic": kafkatemplate.GroupFailureHandling,
+		"cloudtasks_service_account_key_file": kafkatemplate.GroupCredentials,
+	} {
+		assert.Equal(t, g, group[name], "group of %s", name)
+	}
 
 	byKey := map[string]bool{}
 	for _, f := range want {
@@ -464,6 +488,66 @@ func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
 		}
 		assert.True(t, byKey[k], "option key %q has no template flag", k)
 	}
+}
+
+// A flag given twice is a mistake the template reports, naming the flag and neither value,
+// instead of keeping the last one.
+func TestTemplateRepeatedFlagIsAnErrorNamingIt(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cloudtasks_http_url=http://127.0.0.1:1/a", "--cloudtasks_http_url=http://127.0.0.1:1/b"}, "--cloudtasks_http_url is given more than once"},
+		{[]string{`--cloudtasks_http_headers={"Authorization":"Bearer s3cr3t-1"}`, `--cloudtasks_http_headers={"X-A":"s3cr3t-2"}`}, "--cloudtasks_http_headers is given more than once"},
+		{[]string{"--format", "raw", "--format=json"}, "--format is given more than once"},
+		{[]string{"--kafka_commit_offsets", "--kafka_commit_offsets=false"}, "--kafka_commit_offsets is given more than once"},
+	} {
+		opts := parseTplFlags(t, append(append([]string{}, tplSink...), tc.args...)...)
+		opts.Stdin = strings.NewReader("x\n")
+		_, s := beam.NewPipelineWithRoot()
+		err := kafkatemplate.Build(s, *opts)
+		require.Error(t, err, "%v", tc.args)
+		assert.Contains(t, err.Error(), tc.want)
+		assert.NotContains(t, err.Error(), "s3cr3t")
+		assert.NotContains(t, err.Error(), "127.0.0.1:1/")
+	}
+	// Given once, each still parses as before (a boolean flag without a value included).
+	opts := parseTplFlags(t, "--kafka_commit_offsets", "--format=json")
+	assert.True(t, opts.Kafka.CommitOffsets)
+	assert.Equal(t, "json", opts.Format)
+}
+
+// The usage text lists the template's own flags first, under their groups, and every other
+// flag of the program (Beam's) apart, after them.
+func TestTemplateUsageListsItsOwnFlagsApartFromBeams(t *testing.T) {
+	fs := flag.NewFlagSet("kafka-to-cloudtasks", flag.ContinueOnError)
+	kafkatemplate.RegisterFlags(fs)
+	fs.String("runner", "", "Pipeline runner.") // stands for Beam's flags on flag.CommandLine
+	var out strings.Builder
+	kafkatemplate.PrintUsage(&out, fs)
+	usage := out.String()
+
+	beamAt := strings.Index(usage, "Beam's flags")
+	require.Positive(t, beamAt, usage)
+	ours, beams := usage[:beamAt], usage[beamAt:]
+	last := 0
+	for _, g := range kafkatemplate.Groups() {
+		at := strings.Index(ours, "\n  "+g+"\n")
+		require.Positive(t, at, "group %q is a heading of the template's part", g)
+		assert.Greater(t, at, last, "groups in order")
+		last = at
+	}
+	for _, f := range kafkatemplate.Flags() {
+		entry := "    --" + f.Name + "\n"
+		if !f.Optional {
+			entry = "    --" + f.Name + " (required)\n"
+		}
+		assert.Contains(t, ours, entry, "template flag %s in the template's part", f.Name)
+		assert.NotContains(t, beams, "-"+f.Name+" ", "template flag %s not among Beam's", f.Name)
+	}
+	assert.Contains(t, ours, "--cloudtasks_project (required)")
+	assert.Contains(t, beams, "-runner string\n")
+	assert.NotContains(t, ours, "runner string")
 }
 
 func requiredNames(flags []kafkatemplate.Flag) []string {

@@ -22,8 +22,8 @@
 //	    --cloudtasks_queue orders --cloudtasks_http_url https://orders.example.com/tasks
 //
 // Every flag is passed once as --name=value, as a Dataflow Flex Template launch passes its
-// parameters; metadata.json beside this file is the Flex Template spec. docs/template.md
-// describes every flag; docs/options.md every option key behind the cloudtasks_* flags.
+// parameters; metadata.json beside this file is the Flex Template spec. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/template.md
+// describes every flag; https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md every option key behind the cloudtasks_* flags.
 package main
 
 import (
@@ -43,6 +43,7 @@ import (
 // unlike the demo examples it does not go through exampleenv.Main.
 func main() {
 	opts := kafkatemplate.RegisterFlags(flag.CommandLine)
+	flag.CommandLine.Usage = func() { kafkatemplate.PrintUsage(flag.CommandLine.Output(), flag.CommandLine) }
 	flag.Parse()
 	beam.Init()
 
