@@ -22,7 +22,7 @@ import (
 //
 // With it off, every request retries on its own schedule: a queue held over its quota keeps
 // rejecting retries, requests run out of RecoveryMaxAttempts and bundles fail
-// (docs/performance.md has the measurement).
+// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/performance.md has the measurement).
 type AdaptiveConcurrency int
 
 const (

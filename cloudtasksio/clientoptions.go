@@ -13,7 +13,7 @@ type Telemetry int
 const (
 	// TelemetryDefault is the sink's default, TelemetryOff: the instrumentation costs about
 	// a tenth of the CPU of each create and, unless the worker installs global OpenTelemetry
-	// providers, exports nothing (docs/configuration.md has the figures).
+	// providers, exports nothing (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/configuration.md has the figures).
 	TelemetryDefault Telemetry = iota
 	// TelemetryOn keeps the client library's OpenTelemetry instrumentation: spans and metrics
 	// for every create, sent wherever the worker's global OpenTelemetry providers send them.

@@ -65,8 +65,8 @@ const (
 	// unless they are named (TaskIDFn or a task-id field), in which case Cloud Tasks
 	// deduplicates them while it remembers the name.
 	AtLeastOnce DeliveryGuarantee = iota
-	// ExactlyOnce names every task before a Reshuffle and creates it after, so a retried
-	// bundle re-sends the same named task. "Exactly-once and runners" in the package
+	// ExactlyOnce (experimental) names every task before a Reshuffle and creates it after, so
+	// a retried bundle re-sends the same named task. "Exactly-once and runners" in the package
 	// documentation says where random ids are stable; StagedOptions sets the creation deadline.
 	ExactlyOnce
 )

@@ -17,7 +17,7 @@ import (
 // This file maps the flat option keys of templates and flags (the SQL connector's WITH
 // options) onto a Config through one table: a row per key (or per family of keys, such as the
 // headers) with the Config field it sets, what it accepts and how its value is parsed. The
-// target families contribute their rows from http.go and appengine.go. docs/options.md is the
+// target families contribute their rows from http.go and appengine.go. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md is the
 // user reference of every key.
 
 // optionRow is one option key of ConfigFromOptions, like a flag of a flag.FlagSet.
@@ -214,7 +214,7 @@ func headerRow(prefix, path string, f targetFamily, headers func(*Config) *map[s
 		}}
 }
 
-// optionTable is every option key, in the order of docs/options.md.
+// optionTable is every option key, in the order of https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md.
 var optionTable = slices.Concat(
 	[]optionRow{
 		queuePart("project", "Queue.Project", func(q *Queue) *string { return &q.Project }),
@@ -305,7 +305,7 @@ func rowOf(k string) (r optionRow, entry string, ok bool) {
 }
 
 // unsupportedKeys are keys of the Flink connector that have no counterpart here, with the
-// reason; docs/options.md lists them among the differences.
+// reason; https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md lists them among the differences.
 var unsupportedKeys = map[string]string{
 	"sink.staged.max-tasks": "has no counterpart in this sink: the Flink connector holds a checkpoint's staged tasks in the writer's memory and caps them, " +
 		"while here each staged task leaves the stage step at once and the runner keeps it through the Reshuffle, so there is no batch to cap; leave the key out " +
@@ -336,7 +336,7 @@ func optErr(key, format string, args ...any) *OptionError {
 }
 
 // ConfigFromOptions builds a Config from flat option keys, the form templates take as flags and
-// the Flink SQL connector takes as WITH options. docs/options.md lists every key; in short:
+// the Flink SQL connector takes as WITH options. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md lists every key; in short:
 //
 //   - project, location, queue (required): the fixed queue.
 //   - target.type: "http" (default) or "app-engine". Every http.* key is rejected for an App

@@ -11,7 +11,7 @@
 // formats and `cloudtasks:"..."` struct-tag metadata on the element type, or a Serializer
 // function of your own. [TryWrite] reports a bad Config at pipeline construction; [Write]
 // panics instead. [ConfigFromOptions] builds a Config from the flat option keys that
-// templates take as flags (docs/options.md lists them).
+// templates take as flags (the [option keys] reference lists them).
 //
 // # Failures and dead letters
 //
@@ -49,6 +49,8 @@
 //
 // # Exactly-once and runners
 //
+// The mode is experimental: it has run on prism only, and its API may change.
+//
 // With Delivery set to [ExactlyOnce] every task is named before a beam.Reshuffle and created
 // after it, so a retried create bundle re-sends the same names and Cloud Tasks deduplicates
 // them (ALREADY_EXISTS counts as success). A task without a key of yours gets a random
@@ -58,7 +60,7 @@
 // again and draw new ids, creating duplicates; give those pipelines a task-id key (Config.TaskIDFn
 // or a `cloudtasks:"task-id"` field), whose name depends only on the element. In this mode
 // there is no failure policy and no dead letter: every failure fails the bundle. See
-// [StagedOptions] for the creation deadline and docs/exactly-once.md for the recovery window.
+// [StagedOptions] for the creation deadline and the [exactly-once] guide for the recovery window.
 //
 // # Metrics
 //
@@ -120,7 +122,7 @@
 // not counted, and a failed queue-retention check is not counted. An envelope that
 // ExpiredAssumeCreated, ExpiredCreateAnyway or ExpiredDrop decided counts only in its
 // expiredEnvelopes counter (one created anyway also counts in numRecordsSend once accepted).
-// docs/metrics.md explains how to read them.
+// The [metrics] guide explains how to read them.
 //
 // # Examples
 //
@@ -129,4 +131,12 @@
 // body and struct-tag metadata), ExampleTryWrite (dead letters published with ToPubSub of
 // package deadletter/pubsubdl, and a construction error) and ExampleConfigFromOptions (a
 // Config built from option keys). The main packages under examples/ are whole pipelines.
+//
+// The user guide starts at the [overview]; [testing] shows a complete pipeline test.
+//
+// [option keys]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md
+// [exactly-once]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/exactly-once.md
+// [metrics]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metrics.md
+// [overview]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/overview.md
+// [testing]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/testing.md
 package cloudtasksio

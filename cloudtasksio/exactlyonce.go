@@ -303,6 +303,6 @@ func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request[*stagedC
 		return engine.ExpiredDrop, nil
 	}
 	return engine.ExpiredFail, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
-		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see docs/exactly-once.md)",
+		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/exactly-once.md)",
 		r.Create.GetParent(), time.Unix(0, r.Deadline.UnixNano()).UTC().Format(time.RFC3339), r.Attempts())
 }

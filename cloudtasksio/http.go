@@ -40,7 +40,12 @@ type HTTPTarget struct {
 }
 
 // OIDCToken asks Cloud Tasks to sign an OIDC token for ServiceAccountEmail and send it as a
-// bearer token. Audience defaults to the task's URL when empty.
+// bearer token. The account must belong to the queue's project. Audience defaults to the
+// task's whole URL when empty; when the URL has a path or a query, set it to the service's root
+// URL ("https://orders-abc-uc.a.run.app"), the audience Cloud Run and Cloud Functions check. A
+// handler elsewhere must validate the token itself (signature, issuer, audience, email claim);
+// the X-CloudTasks-* headers of a request prove nothing, anyone can send them. See
+// https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/credentials.md.
 type OIDCToken struct{ ServiceAccountEmail, Audience string }
 
 // OAuthToken asks Cloud Tasks to send an OAuth access token of ServiceAccountEmail. Scope

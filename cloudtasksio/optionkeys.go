@@ -3,7 +3,7 @@ package cloudtasksio
 import "slices"
 
 // OptionKeys returns every option key ConfigFromOptions accepts that is not a header entry or
-// a format option, in the order of docs/options.md. Header entries are the keys under
+// a format option, in the order of https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md. Header entries are the keys under
 // OptionHeaderPrefixes; format options are "<format>.<option>", such as "csv.field-delimiter"
 // (the Option constants of package formats). A template that gives each key a flag of its own
 // can check with this list that it misses none.

@@ -54,7 +54,7 @@ var commonMetadataKeys = []string{bodyformat.KeyHTTPMethod, bodyformat.KeyHeader
 	bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
 
 // metadataKeys returns the metadata keys an element type may carry for targets of family f
-// (docs/metadata.md); a key of the other family is a construction error.
+// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md); a key of the other family is a construction error.
 func (f targetFamily) metadataKeys() []string {
 	switch f {
 	case familyHTTP:

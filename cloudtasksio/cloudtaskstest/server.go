@@ -37,7 +37,10 @@
 // to send now.
 //
 // Nothing is global: every Server has its own state, port, clock and keys.
-// docs/testing.md describes what is emulated and what is not.
+// The [testing guide] describes what is emulated and what is not, and opens
+// with a complete pipeline test.
+//
+// [testing guide]: https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/testing.md
 package cloudtaskstest
 
 import (

@@ -13,7 +13,7 @@ type Telemetry int
 const (
 	// TelemetryDefault keeps the instrumentation on, as the client library does: the
 	// publisher sends only failed elements, so the instrumentation's cost per message does
-	// not matter the way it does for the sink's creates (docs/configuration.md).
+	// not matter the way it does for the sink's creates (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/configuration.md).
 	TelemetryDefault Telemetry = iota
 	// TelemetryOn keeps the client library's OpenTelemetry instrumentation.
 	TelemetryOn

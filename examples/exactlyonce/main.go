@@ -2,7 +2,7 @@
 // same five payments four times: twice with a task-id key, where the second run creates
 // nothing because every task name already exists, and twice with random ids, where the second
 // run duplicates every task because a new run draws new ids. The printed summary explains
-// which failures the mode covers and what it needs from the runner (docs/exactly-once.md
+// which failures the mode covers and what it needs from the runner (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/exactly-once.md
 // has the details).
 //
 //	go run ./examples/exactlyonce
