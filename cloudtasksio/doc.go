@@ -26,9 +26,11 @@
 // backoff; see [WriterOptions].
 //
 // Under [DeadLetter], Write returns one deadletter.FailedElement per routed failure, with
-// Connector set to [Connector] ("cloudtasks"), Destination the queue path, Code one of the Code constants
-// and, except for CodeSerialization, Payload the task in wire format ([FailedTask] reads it
-// back). Dead letters are at least once: a retried bundle emits them again.
+// Connector set to [Connector] ("cloudtasks"), Destination the queue path, Code one of the Code constants,
+// except for CodeSerialization Payload the task in wire format ([FailedTask] reads it
+// back), and Element the input element encoded with the Beam coder of its type
+// (deadletter.DecodeElement gives it back for a replay). Dead letters are at least once: a
+// retried bundle emits them again.
 //
 // # Dead letters and windows
 //
@@ -79,6 +81,8 @@
 //	recordsSkipped                        counter       elements a Serializer skipped by returning (nil, nil)
 //	tasksDeduplicated                     counter       ALREADY_EXISTS answers for named tasks (replays absorbed)
 //	tasksTooLarge                         counter       elements whose task was too large to create (TASK_TOO_LARGE)
+//	deadLetterElementsNotEncoded          counter       dead letters emitted without their element, which could not
+//	                                                    be encoded (their Error says why)
 //	errorClass.<CODE>.errors              counter       every failed create attempt, retried or not, by its outermost
 //	                                                    gRPC status; a bare context deadline is DEADLINE_EXCEEDED,
 //	                                                    an error without a status UNKNOWN; a create the sink

@@ -38,10 +38,12 @@ const (
 )
 
 // elementFailure is a data-shaped failure of one element: it goes to the failure policy. task
-// is what was built for the element, nil when building it failed.
+// is what was built for the element, nil when building it failed; elem is the input element
+// (set by the DoFn under DeadLetter).
 type elementFailure struct {
 	code string
 	task *cloudtaskspb.Task
+	elem any
 	err  error
 }
 
@@ -68,11 +70,12 @@ func (f *writeFn) summarizeDrops(ctx context.Context) {
 
 // route applies the failure policy to an element failure and returns the error that fails the
 // bundle, if any; any other error fails the bundle.
-func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, err error) error {
+func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, elem any, err error) error {
 	var ef *elementFailure
 	if !errors.As(err, &ef) {
 		return err
 	}
+	ef.elem = elem
 	return f.applyPolicy(ctx, et, queue, ef)
 }
 
@@ -92,6 +95,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 		}
 	case DeadLetter:
 		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
+		f.attachElement(ctx, &fe, ef)
 		if ef.task != nil {
 			payload, err := proto.Marshal(ef.task)
 			if err != nil {
@@ -106,10 +110,35 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	return nil
 }
 
+// maxElementNote bounds the note a dead letter's Error carries when its element could not be
+// encoded.
+const maxElementNote = 300
+
+// attachElement sets fe's Element and ElementType from the failed element. An element that
+// cannot be encoded does not cost the dead letter: it goes without Element, its Error ends
+// with a note saying why, and MetricDeadLetterElementsNotEncoded counts it.
+func (f *writeFn) attachElement(ctx context.Context, fe *deadletter.FailedElement, ef *elementFailure) {
+	var err error
+	switch {
+	case f.elemEnc != nil:
+		fe.ElementType = f.elemEnc.TypeName()
+		if fe.Element, err = f.elemEnc.Encode(ef.elem); err == nil {
+			return
+		}
+	case f.elemEncErr != nil:
+		err = f.elemEncErr
+	default:
+		err = errors.New("no element encoder (the DoFn was not set up)")
+	}
+	f.metrics.elementsNotEncoded.Inc(ctx, 1)
+	note := boundedtext.Cut("; the dead letter carries no element: "+err.Error(), maxElementNote)
+	fe.Error = boundedtext.Cut(ef.err.Error(), maxErrorText-len(note)) + note
+}
+
 // FailedTask recovers the task carried by a dead letter this sink produced, for inspection or
 // replay. It fails when the dead letter comes from another connector, or carries no task
-// because building the task was what failed (CodeSerialization): the element itself is
-// then the only record, and it is not part of the dead letter.
+// because building the task was what failed (CodeSerialization): the element, which every
+// dead letter carries, is then the record to replay (deadletter.DecodeElement).
 func FailedTask(fe deadletter.FailedElement) (*cloudtaskspb.Task, error) {
 	if fe.Connector != Connector {
 		return nil, fmt.Errorf("cloudtasksio: the dead letter comes from connector %q, not %q", fe.Connector, Connector)

@@ -33,6 +33,10 @@ const (
 	// (CodeTaskTooLarge): over 1 MiB in wire format, so never sent, or refused by the gRPC
 	// transport for its size. Each is also counted in MetricRecordsSendErrors.
 	MetricTasksTooLarge = "tasksTooLarge"
+	// MetricDeadLetterElementsNotEncoded counts the dead letters emitted without their
+	// element (deadletter.FailedElement.Element) because the element could not be encoded
+	// with its Beam coder; each such dead letter's Error says why.
+	MetricDeadLetterElementsNotEncoded = "deadLetterElementsNotEncoded"
 	// MetricCreateAttemptLatencyMillis is the distribution of how long each create attempt's
 	// CreateTask call took, in whole milliseconds: one sample per attempt, retried or not
 	// (backoff waits are not in it; a call the sink cancelled because its bundle had failed
@@ -107,35 +111,37 @@ func MetricDestinationSendErrors(queuePath string) string {
 // sinkMetrics are the sink's Beam metrics. Counters count elements, not attempts, except
 // errorClass.<CODE>.errors, which counts every failed attempt by its outermost status.
 type sinkMetrics struct {
-	recordsSend      beam.Counter      // numRecordsSend: elements Cloud Tasks accepted
-	bytesSend        beam.Counter      // numBytesSend: task wire bytes of accepted elements
-	recordsErrors    beam.Counter      // numRecordsSendErrors: elements that reached the failure policy
-	recordsSkipped   beam.Counter      // recordsSkipped: elements the serializer skipped
-	deduplicated     beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
-	tooLarge         beam.Counter      // tasksTooLarge: elements whose task was too large to create
-	inFlight, parked beam.Gauge        // inFlightTasks, parkedTasks
-	adaptiveLimit    beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
-	attemptLatency   beam.Distribution // createAttemptLatencyMillis: per attempt
-	attemptsPerTask  beam.Distribution // createAttemptsPerTask: per accepted element
-	perDestination   bool              // per-queue counters enabled
-	errorClasses     map[string]beam.Counter
+	recordsSend        beam.Counter      // numRecordsSend: elements Cloud Tasks accepted
+	bytesSend          beam.Counter      // numBytesSend: task wire bytes of accepted elements
+	recordsErrors      beam.Counter      // numRecordsSendErrors: elements that reached the failure policy
+	recordsSkipped     beam.Counter      // recordsSkipped: elements the serializer skipped
+	deduplicated       beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
+	tooLarge           beam.Counter      // tasksTooLarge: elements whose task was too large to create
+	elementsNotEncoded beam.Counter      // deadLetterElementsNotEncoded: dead letters without their element
+	inFlight, parked   beam.Gauge        // inFlightTasks, parkedTasks
+	adaptiveLimit      beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
+	attemptLatency     beam.Distribution // createAttemptLatencyMillis: per attempt
+	attemptsPerTask    beam.Distribution // createAttemptsPerTask: per accepted element
+	perDestination     bool              // per-queue counters enabled
+	errorClasses       map[string]beam.Counter
 }
 
 func newSinkMetrics(perDestination bool) *sinkMetrics {
 	return &sinkMetrics{
-		recordsSend:     beam.NewCounter(MetricsNamespace, MetricRecordsSend),
-		bytesSend:       beam.NewCounter(MetricsNamespace, MetricBytesSend),
-		recordsErrors:   beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
-		recordsSkipped:  beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
-		deduplicated:    beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
-		tooLarge:        beam.NewCounter(MetricsNamespace, MetricTasksTooLarge),
-		inFlight:        beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
-		parked:          beam.NewGauge(MetricsNamespace, MetricParkedTasks),
-		adaptiveLimit:   beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
-		attemptLatency:  beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
-		attemptsPerTask: beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
-		perDestination:  perDestination,
-		errorClasses:    map[string]beam.Counter{},
+		recordsSend:        beam.NewCounter(MetricsNamespace, MetricRecordsSend),
+		bytesSend:          beam.NewCounter(MetricsNamespace, MetricBytesSend),
+		recordsErrors:      beam.NewCounter(MetricsNamespace, MetricRecordsSendErrors),
+		recordsSkipped:     beam.NewCounter(MetricsNamespace, MetricRecordsSkipped),
+		deduplicated:       beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
+		tooLarge:           beam.NewCounter(MetricsNamespace, MetricTasksTooLarge),
+		elementsNotEncoded: beam.NewCounter(MetricsNamespace, MetricDeadLetterElementsNotEncoded),
+		inFlight:           beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
+		parked:             beam.NewGauge(MetricsNamespace, MetricParkedTasks),
+		adaptiveLimit:      beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
+		attemptLatency:     beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
+		attemptsPerTask:    beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
+		perDestination:     perDestination,
+		errorClasses:       map[string]beam.Counter{},
 	}
 }
 

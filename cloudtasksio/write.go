@@ -47,7 +47,7 @@ func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection,
 	if spec.Delivery == ExactlyOnce {
 		return writeExactlyOnce(s, spec, col)
 	}
-	out, err := beam.TryParDo(s, &writeFn{Spec: spec}, col)
+	out, err := beam.TryParDo(s, &writeFn{Spec: spec, Elem: beam.EncodedType{T: elem}}, col)
 	if err != nil {
 		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
 	}

@@ -24,12 +24,16 @@ func init() {
 // engine and turns its outcomes into metrics, dead letters and bundle errors.
 type writeFn struct {
 	Spec *sinkSpec
+	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
+	Elem beam.EncodedType
 
 	createBase[*pendingTask]
-	builders elementBuilders
-	queueFn  reflectx.Func1x2
-	emit     func(beam.EventTime, deadletter.FailedElement)
-	dropped  int // elements LogAndDrop dropped in this bundle
+	builders   elementBuilders
+	queueFn    reflectx.Func1x2
+	emit       func(beam.EventTime, deadletter.FailedElement)
+	dropped    int                        // elements LogAndDrop dropped in this bundle
+	elemEnc    *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
+	elemEncErr error                      // why elemEnc is nil under DeadLetter
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -37,6 +41,7 @@ type pendingTask struct {
 	eventTime beam.EventTime
 	queue     string
 	bytes     int
+	elem      any // the input element, kept under DeadLetter only, for the dead letter
 }
 
 // Setup checks the writer options again: the spec a worker decodes is not necessarily the one
@@ -48,6 +53,11 @@ func (f *writeFn) Setup() error {
 	f.builders.spec = f.Spec
 	if f.Spec.QueueFn != nil {
 		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
+	}
+	if f.Spec.OnFailure == DeadLetter {
+		// Not fatal: without an encoder the dead letters still flow, and say why they carry
+		// no element.
+		f.elemEnc, f.elemEncErr = deadletter.NewElementEncoder(f.Elem.T)
 	}
 	return nil
 }
@@ -74,7 +84,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 	}
 	req, bytes, err := f.request(elem, queue)
 	if err != nil {
-		if err := f.route(ctx, et, queue.Path(), err); err != nil {
+		if err := f.route(ctx, et, queue.Path(), elem, err); err != nil {
 			return f.failBundle(ctx, err)
 		}
 		return nil
@@ -83,7 +93,11 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 		f.metrics.recordsSkipped.Inc(ctx, 1)
 		return nil
 	}
-	return f.submit(ctx, &engine.Request[*pendingTask]{Create: req, Tag: &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}})
+	tag := &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}
+	if f.Spec.OnFailure == DeadLetter {
+		tag.elem = elem
+	}
+	return f.submit(ctx, &engine.Request[*pendingTask]{Create: req, Tag: tag})
 }
 
 func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
@@ -155,5 +169,5 @@ func (f *writeFn) Rejected(ctx context.Context, r *engine.Request[*pendingTask],
 	if errors.Is(err, engine.ErrTaskTooLarge) {
 		code = CodeTaskTooLarge
 	}
-	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: code, task: r.Create.GetTask(), err: err})
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: code, task: r.Create.GetTask(), elem: p.elem, err: err})
 }

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -99,4 +100,35 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestADeadLetterWhoseElementCannotBeEncodedIsStillEmitted checks that an encoding failure
+// costs the dead letter only its element: it is emitted, says why in Error (within the
+// bound), and is counted.
+func TestADeadLetterWhoseElementCannotBeEncodedIsStillEmitted(t *testing.T) {
+	var out []deadletter.FailedElement
+	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
+		emit: func(_ beam.EventTime, fe deadletter.FailedElement) { out = append(out, fe) }}
+	var err error
+	f.elemEnc, err = deadletter.NewElementEncoder(reflect.TypeFor[string]()) // as Setup does
+	require.NoError(t, err)
+	ctx := context.Background()
+	queue := "projects/p/locations/l/queues/q"
+
+	require.NoError(t, f.applyPolicy(ctx, 1, queue, &elementFailure{code: CodeSerialization, elem: "fine", err: errors.New("bad body")}))
+	require.NoError(t, f.applyPolicy(ctx, 1, queue, &elementFailure{code: CodeSerialization, elem: 42, err: errors.New(strings.Repeat("e", 5000))}))
+	require.Len(t, out, 2)
+
+	assert.NotEmpty(t, out[0].Element)
+	assert.Equal(t, "string", out[0].ElementType)
+	assert.Equal(t, "bad body", out[0].Error)
+	got, err := deadletter.DecodeElement[string](out[0])
+	require.NoError(t, err)
+	assert.Equal(t, "fine", got)
+
+	assert.Empty(t, out[1].Element, "an int is no string")
+	assert.Equal(t, CodeSerialization, out[1].Code)
+	assert.LessOrEqual(t, len(out[1].Error), maxErrorText)
+	assert.Contains(t, out[1].Error, "[truncated]")
+	assert.Contains(t, out[1].Error, "the dead letter carries no element: deadletter: encoding an element of type string")
 }

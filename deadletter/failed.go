@@ -36,4 +36,15 @@ type FailedElement struct {
 	Code string
 	// Error is a bounded, human-readable description of the failure.
 	Error string
+	// Element is the input element the failure belongs to, encoded with the Beam coder that
+	// Beam infers for its Go type (EncodeElement), so that DecodeElement gives the element
+	// back for a replay. Sinks fill it for every failure they route, including those where
+	// no request could be built. It is empty when the sink could not encode the element
+	// (Error then says why), when the dead letter was published to Pub/Sub in a reduced form
+	// that left it out, or when the dead letter was made by a version that did not carry it.
+	Element []byte
+	// ElementType names the Go type of Element (ElementTypeName), for example
+	// "github.com/acme/orders.Order" or "string", so that DecodeElement can refuse to decode
+	// it as another type. Empty when the type is unknown.
+	ElementType string
 }

@@ -1,0 +1,141 @@
+package deadletter
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
+)
+
+// maxTypeNameInError bounds a type name repeated in an error.
+const maxTypeNameInError = 256
+
+// ElementTypeName is the name FailedElement.ElementType gives elements of type t: the package
+// path and name of a named type ("github.com/acme/orders.Order", "time.Time"), otherwise
+// the type as Go writes it ("string", "[]uint8", "*orders.Order").
+func ElementTypeName(t reflect.Type) string {
+	if t == nil {
+		return ""
+	}
+	if t.Name() != "" && t.PkgPath() != "" {
+		return t.PkgPath() + "." + t.Name()
+	}
+	return t.String()
+}
+
+// ElementEncoder encodes the elements of one Go type for FailedElement.Element, with the
+// Beam coder Beam infers for that type (the coder of a PCollection of it, unless the
+// pipeline set another one). A sink makes one per element type, for example when its DoFn is
+// set up, and calls Encode only for the elements that fail. It is not safe for concurrent
+// use.
+type ElementEncoder struct {
+	enc  beam.ElementEncoder
+	name string
+	buf  bytes.Buffer
+}
+
+// NewElementEncoder returns the encoder of elements of type t. It fails when Beam infers no
+// coder for t.
+func NewElementEncoder(t reflect.Type) (enc *ElementEncoder, err error) {
+	if t == nil {
+		return nil, errors.New("deadletter: NewElementEncoder: the element type is nil")
+	}
+	name := ElementTypeName(t)
+	defer func() {
+		// Beam reports a type it has no coder for by panicking.
+		if r := recover(); r != nil {
+			enc, err = nil, fmt.Errorf("deadletter: Beam has no coder for element type %s: %s",
+				boundedtext.Cut(name, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+		}
+	}()
+	return &ElementEncoder{enc: beam.NewElementEncoder(t), name: name}, nil
+}
+
+// TypeName is ElementTypeName of the encoder's type, the value for FailedElement.ElementType.
+func (e *ElementEncoder) TypeName() string { return e.name }
+
+// Encode returns v, an element of the encoder's type, as FailedElement.Element: a new slice
+// each call. An element the coder cannot encode is an error that does not repeat the element.
+func (e *ElementEncoder) Encode(v any) (out []byte, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("deadletter: encoding an element of type %s panicked: %s",
+				boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+		}
+	}()
+	e.buf.Reset()
+	if err := e.enc.Encode(v, &e.buf); err != nil {
+		return nil, fmt.Errorf("deadletter: encoding an element of type %s: %s",
+			boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Cut(err.Error(), maxTypeNameInError))
+	}
+	return bytes.Clone(e.buf.Bytes()), nil
+}
+
+// EncodeElement encodes v for a FailedElement: the Element and ElementType to set. It builds
+// a new ElementEncoder each call; a sink that encodes many elements keeps one instead.
+func EncodeElement[T any](v T) (element []byte, typeName string, err error) {
+	enc, err := NewElementEncoder(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := enc.Encode(v)
+	if err != nil {
+		return nil, "", err
+	}
+	return b, enc.TypeName(), nil
+}
+
+// Errors of DecodeElement, for errors.Is.
+var (
+	// ErrNoElement: the dead letter carries no element.
+	ErrNoElement = errors.New("the dead letter carries no element")
+	// ErrElementType: the dead letter's element is of another type than the one asked for.
+	ErrElementType = errors.New("the dead letter's element is of another type")
+)
+
+// DecodeElement returns the input element that fe carries, decoded as a T: the element a
+// sink failed to write, ready to be fixed and written again. T must be the element type of
+// the sink's input PCollection.
+//
+// It fails, with an error that repeats no element bytes, when fe carries no element
+// (ErrNoElement: see FailedElement.Element for when that happens; fe.Error then says why),
+// when fe.ElementType names another type than T (ErrElementType), or when the bytes do not
+// decode as exactly one T. A dead letter without ElementType is decoded as a T without the
+// type check.
+func DecodeElement[T any](fe FailedElement) (v T, err error) {
+	t := reflect.TypeFor[T]()
+	want := ElementTypeName(t)
+	if len(fe.Element) == 0 {
+		return v, fmt.Errorf("deadletter: DecodeElement: %w (code %s)", ErrNoElement, boundedtext.Cut(fe.Code, 64))
+	}
+	if fe.ElementType != "" && fe.ElementType != want {
+		return v, fmt.Errorf("deadletter: DecodeElement: %w: it holds a %s, not a %s", ErrElementType,
+			boundedtext.Cut(fe.ElementType, maxTypeNameInError), boundedtext.Cut(want, maxTypeNameInError))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("deadletter: DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
+				boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+		}
+	}()
+	r := bytes.NewReader(fe.Element)
+	got, err := beam.NewElementDecoder(t).Decode(r)
+	if err != nil {
+		return v, fmt.Errorf("deadletter: DecodeElement: the %d element bytes do not decode as %s: %s", len(fe.Element),
+			boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(err.Error(), maxTypeNameInError))
+	}
+	if r.Len() != 0 {
+		return v, fmt.Errorf("deadletter: DecodeElement: the element bytes do not decode as one %s: %d of %d bytes are left over",
+			boundedtext.Cut(want, maxTypeNameInError), r.Len(), len(fe.Element))
+	}
+	v, ok := got.(T)
+	if !ok {
+		return v, fmt.Errorf("deadletter: DecodeElement: Beam's decoder for %s returned a %T", boundedtext.Cut(want, maxTypeNameInError), got)
+	}
+	return v, nil
+}
