@@ -224,23 +224,25 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 		assert.NotEmpty(t, a[pubsubdl.AttrWorker])
 		assert.NotEmpty(t, a[pubsubdl.AttrBundle])
 		assert.NotContains(t, a[pubsubdl.AttrError], `{"key"`, "the error never carries the payload")
-		fe := deadletter.FailedElement{Connector: a[pubsubdl.AttrConnector], Destination: a[pubsubdl.AttrDestination],
-			Payload: m.Data, Code: a[pubsubdl.AttrCode], Error: a[pubsubdl.AttrError]}
+		fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: a})
+		require.NoError(t, err)
+		assert.Equal(t, pubsubdl.EncodingEnvelopeV1, a[pubsubdl.AttrEncoding])
+		// Every dead letter gives its order back.
+		failedOrder, err := deadletter.DecodeElement[dlOrder](fe)
+		require.NoError(t, err)
 
 		var key string
 		switch a[pubsubdl.AttrCode] {
 		case cloudtasksio.CodeSerialization:
 			serialization++
-			assert.Empty(t, m.Data, "no task could be built, so the message has no data")
+			assert.Empty(t, fe.Payload, "no task could be built, so the dead letter carries none")
 			assert.Contains(t, a[pubsubdl.AttrError], "Serializer failed: the order cannot be encoded")
 			_, err := cloudtasksio.FailedTask(fe)
 			assert.Error(t, err)
-			// The element is identified by its event time only.
-			for _, o := range elems {
-				if o.Unbuildable && time.UnixMilli(o.Millis).UTC().Format(time.RFC3339Nano) == a[pubsubdl.AttrEventTime] {
-					key = o.Key
-				}
-			}
+			// The element itself comes back, and it is the one of that event time.
+			assert.True(t, failedOrder.Unbuildable)
+			assert.Equal(t, time.UnixMilli(failedOrder.Millis).UTC().Format(time.RFC3339Nano), a[pubsubdl.AttrEventTime])
+			key = failedOrder.Key
 		case cloudtasksio.CodeTaskID:
 			taskID++
 			assert.Contains(t, a[pubsubdl.AttrError], "TaskIDFn failed: the order has no key")
@@ -260,7 +262,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 				assert.Contains(t, a[pubsubdl.AttrError], "the reject hook refused this task")
 				assert.Equal(t, dlQueue.Path()+"/tasks/"+cloudtasksio.TaskID(key), task.GetName(), "a task the service rejected keeps its name")
 			case o.Oversized:
-				assert.Greater(t, len(m.Data), cloudtaskstest.MaxTaskSize, "the whole oversized task is carried")
+				assert.Greater(t, len(fe.Payload), cloudtaskstest.MaxTaskSize, "the whole oversized task is carried")
 			case o.BadURL:
 				assert.Contains(t, a[pubsubdl.AttrError], "http or https")
 				assert.Empty(t, task.GetName(), "the sink's own check runs before the task is named")
@@ -273,6 +275,7 @@ func TestDeadLettersReachPubSubOnceEachAndAcceptedOrdersAreCreated(t *testing.T)
 		require.NotEmpty(t, key, "message with code %s matched no order", a[pubsubdl.AttrCode])
 		assert.Equal(t, time.UnixMilli(byKey[key].Millis).UTC().Format(time.RFC3339Nano), a[pubsubdl.AttrEventTime],
 			"the dead letter carries the event time of order %s", key)
+		assert.Equal(t, key, failedOrder.Key, "the dead letter's element is its order")
 		seen[key]++
 	}
 	for key, o := range byKey {

@@ -78,9 +78,11 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 		if dl.Task != nil {
 			s.url, s.name = dl.Task.GetHttpRequest().GetUrl(), dl.Task.GetName()
 		} else {
-			assert.Empty(t, dl.Data)
+			assert.Empty(t, dl.Failed.Payload)
 		}
 		assert.Equal(t, set.Queue.Path(), dl.Attributes[pubsubdl.AttrDestination])
+		require.NotNil(t, dl.Order, "every dead letter gives its order back")
+		assert.Equal(t, dl.Attributes[pubsubdl.AttrEventTime], time.UnixMilli(dl.Order.PlacedAt).UTC().Format(time.RFC3339Nano))
 		got = append(got, s)
 	}
 	assert.Equal(t, []seen{
@@ -95,7 +97,8 @@ func TestExampleDeadLettersPublishesEachFailureKindWithItsTask(t *testing.T) {
 	assert.Contains(t, text, "Cloud Tasks accepted 6 order(s)")
 	assert.Contains(t, text, "4 dead letter(s) published to projects/demo-project/topics/order-dead-letters")
 	assert.Contains(t, text, "dead letter 4 of 4: code TASK_ID")
-	assert.Contains(t, text, "data:        empty: no task could be built")
+	assert.Contains(t, text, "task:        none: no task could be built")
+	assert.Contains(t, text, `order:       id "1009", customer margaret`)
 }
 
 func TestExampleDynamicQueuesRoutesEachOrderToItsRegionsQueue(t *testing.T) {

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
@@ -292,8 +291,10 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")
 			deadValues = append(deadValues, string(rec.Value))
 		} else {
-			var task cloudtaskspb.Task
-			require.NoError(t, proto.Unmarshal(m.Data, &task))
+			fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: m.Attributes})
+			require.NoError(t, err)
+			task, err := cloudtasksio.FailedTask(fe)
+			require.NoError(t, err)
 			assert.Equal(t, "ftp://127.0.0.1/x", task.GetHttpRequest().GetUrl())
 		}
 	}

@@ -52,7 +52,7 @@ func TestEventTimeAttr(t *testing.T) {
 }
 
 func TestNewMessageOmitsEmptyAttributes(t *testing.T) {
-	m := newMessage(deadletter.FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}, mtime.MinTimestamp, "w", "b")
+	m := message(deadletter.FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}, mtime.MinTimestamp, "w", "b")
 	assert.Empty(t, m.Data)
 	assert.Equal(t, map[string]string{
 		AttrConnector: "cloudtasks",
@@ -95,7 +95,7 @@ func TestFromMessageInvertsNewMessage(t *testing.T) {
 		Error:       "the service rejected the task",
 	}
 	et := mtime.FromTime(time.Date(2026, 3, 4, 5, 6, 7, 89_000_000, time.UTC))
-	got, gotTime, err := FromMessage(newMessage(fe, et, "worker-1", "bundle-1"))
+	got, gotTime, err := FromMessage(message(fe, et, "worker-1", "bundle-1"))
 	require.NoError(t, err)
 	assert.Equal(t, fe, got)
 	assert.True(t, gotTime.Equal(et.ToTime()), "event time %v, want %v", gotTime, et.ToTime())
@@ -103,7 +103,7 @@ func TestFromMessageInvertsNewMessage(t *testing.T) {
 
 func TestFromMessageWithoutEventTimeOrPayload(t *testing.T) {
 	fe := deadletter.FailedElement{Connector: "cloudtasks", Code: "SERIALIZATION", Error: "no body"}
-	got, gotTime, err := FromMessage(newMessage(fe, mtime.MinTimestamp, "w", "b"))
+	got, gotTime, err := FromMessage(message(fe, mtime.MinTimestamp, "w", "b"))
 	require.NoError(t, err)
 	assert.Equal(t, fe.Code, got.Code)
 	assert.Empty(t, got.Payload)
@@ -112,7 +112,7 @@ func TestFromMessageWithoutEventTimeOrPayload(t *testing.T) {
 
 func TestFromMessageKeepsATruncatedError(t *testing.T) {
 	long := strings.Repeat("x", 3*MaxAttributeBytes)
-	got, _, err := FromMessage(newMessage(deadletter.FailedElement{Error: long}, mtime.MinTimestamp, "w", "b"))
+	got, _, err := FromMessage(message(deadletter.FailedElement{Error: long}, mtime.MinTimestamp, "w", "b"))
 	require.NoError(t, err)
 	assert.Len(t, got.Error, MaxAttributeBytes)
 	assert.True(t, strings.HasSuffix(got.Error, TruncatedMarker))
@@ -130,4 +130,10 @@ func TestFromMessageRejectsABadEventTimeAndNil(t *testing.T) {
 
 func TestTheTruncationMarkerIsTheDocumentedText(t *testing.T) {
 	assert.Equal(t, "...[truncated]", TruncatedMarker)
+}
+
+// message is newMessage for testTopic, whose dead letters here are all small.
+func message(fe deadletter.FailedElement, et mtime.Time, worker, bundle string) *pubsub.Message {
+	m, _ := newMessage(fe, et, worker, bundle, maxMessageBytes(testTopic))
+	return m
 }

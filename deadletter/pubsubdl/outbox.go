@@ -12,6 +12,7 @@ import (
 // Metrics of ToPubSub, in namespace "deadletter".
 var (
 	messagesPublished   = beam.NewCounter("deadletter", "messagesPublished")
+	messagesReduced     = beam.NewCounter("deadletter", "messagesReduced")
 	messagesOutstanding = beam.NewGauge("deadletter", "messagesOutstanding")
 	flushWaitMillis     = beam.NewDistribution("deadletter", "flushWaitMillis")
 )

@@ -24,10 +24,21 @@ func init() {
 // topic cfg.Topic, one message per element. It panics on a bad configuration or input type;
 // TryToPubSub returns those as errors instead.
 //
-// The message data is the element's Payload unchanged (for Cloud Tasks, the Task in wire
-// format; empty when the task could not be built), and the other fields travel as the
-// attributes AttrConnector, AttrDestination, AttrCode, AttrError and AttrEventTime, with
-// AttrWorker and AttrBundle naming the publisher. Messages carry no ordering key.
+// The message data carries the dead letter's Payload (for Cloud Tasks, the Task in wire
+// format; empty when the task could not be built) and Element, the input element to replay:
+// in the envelope EncodingEnvelopeV1 (attribute AttrEncoding) when the dead letter carries an
+// element, else the Payload unchanged. The other fields travel as the attributes
+// AttrConnector, AttrDestination, AttrCode, AttrError and AttrEventTime, with AttrWorker and
+// AttrBundle naming the publisher. Messages carry no ordering key. FromMessage reads them
+// back.
+//
+// No dead letter fails the bundle for its size: one that would break Pub/Sub's limits (a
+// publish request of 10 MB; attribute values are cut to MaxAttributeBytes, and a message has
+// at most 9 attributes) is published reduced, without its Payload, and if that is not
+// enough without its Element too; AttrOmitted says what was left out, the Error attribute
+// starts with a note saying so, and the counter messagesReduced counts it. An emulator may
+// take less than the service: pstest, like any gRPC server with default settings, refuses
+// requests over 4 MiB.
 //
 // Publishing is at least once: a bundle succeeds only after every one of its messages was
 // accepted by Pub/Sub, and a bundle that fails (a publish error, FlushTimeout expiring, a
@@ -36,8 +47,9 @@ func init() {
 // checks once that the topic exists, and never creates it.
 //
 // Metrics, namespace "deadletter": counter messagesPublished (messages Pub/Sub accepted),
-// gauge messagesOutstanding (publishes not yet awaited by the DoFn instance) and distribution
-// flushWaitMillis (the duration of each wait for outstanding publishes).
+// counter messagesReduced (messages published reduced, see above), gauge messagesOutstanding
+// (publishes not yet awaited by the DoFn instance) and distribution flushWaitMillis (the
+// duration of each wait for outstanding publishes).
 func ToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) {
 	if err := TryToPubSub(s, cfg, failed); err != nil {
 		panic(err)
@@ -88,8 +100,9 @@ type publishFn struct {
 	ServiceAccountKeyFile string
 	Client                gcpconn.ClientSettings
 
-	box    *outbox
-	bundle string
+	box      *outbox
+	bundle   string
+	maxBytes int // maxMessageBytes(Topic)
 }
 
 // StartBundle obtains the worker's shared publisher (creating it and checking the topic on
@@ -111,12 +124,17 @@ func (f *publishFn) start(pub publisher) {
 	}
 	f.box = &outbox{pub: pub, topic: f.Topic, limit: limit, timeout: f.FlushTimeout}
 	f.bundle = randomHex(8)
+	f.maxBytes = maxMessageBytes(f.Topic)
 }
 
 // ProcessElement publishes one failed element, waiting for the outstanding publishes when
 // the in-flight bound is reached.
 func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe deadletter.FailedElement) error {
-	return f.box.publish(ctx, newMessage(fe, et, workerID(), f.bundle))
+	msg, reduced := newMessage(fe, et, workerID(), f.bundle, f.maxBytes)
+	if reduced {
+		messagesReduced.Inc(ctx, 1)
+	}
+	return f.box.publish(ctx, msg)
 }
 
 // FinishBundle waits for every outstanding publish: the bundle succeeds only once Pub/Sub has

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/periodic"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
 
@@ -268,7 +268,9 @@ func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
 			assert.Equal(t, ct.Queue.Path(), a[pubsubdl.AttrDestination])
 			assert.Equal(t, cloudtasksio.CodeInvalidArgument, a[pubsubdl.AttrCode])
 			assert.Contains(t, a[pubsubdl.AttrError], "this order is refused by the test")
-			task, err := cloudtasksio.FailedTask(deadletter.FailedElement{Connector: a[pubsubdl.AttrConnector], Payload: m.Data})
+			fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: a})
+			require.NoError(t, err)
+			task, err := cloudtasksio.FailedTask(fe)
 			require.NoError(t, err, "the message carries the whole task")
 			var o order
 			require.NoError(t, json.Unmarshal(task.GetHttpRequest().GetBody(), &o))

@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
@@ -151,12 +152,14 @@ func Build(s beam.Scope, cloudTasksEndpoint string, set Settings, orders []Order
 type DeadLetter struct {
 	// Attributes are the message's attributes (see the pubsubdl.Attr* constants).
 	Attributes map[string]string
-	// Data is the message data: the rejected task in wire format, empty when no task
+	// Failed is the dead letter rebuilt from the message with pubsubdl.FromMessage.
+	Failed deadletter.FailedElement
+	// Task is the task recovered from Failed with cloudtasksio.FailedTask, nil when no task
 	// could be built.
-	Data []byte
-	// Task is the task recovered from Data with cloudtasksio.FailedTask, nil when Data is
-	// empty.
 	Task *cloudtaskspb.Task
+	// Order is the order the dead letter stands for, decoded from Failed with
+	// deadletter.DecodeElement: what examples/replay fixes and writes again.
+	Order *Order
 }
 
 // Result is what a run produced.
@@ -264,14 +267,16 @@ func consume(ctx context.Context, c *pubsub.Client, subscription string, want in
 	byID := map[string]DeadLetter{}
 	err := c.Subscriber(subscription).Receive(ctx, func(_ context.Context, m *pubsub.Message) {
 		m.Ack()
-		dl := DeadLetter{Attributes: m.Attributes, Data: m.Data}
-		if len(m.Data) > 0 {
-			// What any consumer does: rebuild the FailedElement from the message and let
-			// the sink decode its payload (plain proto.Unmarshal works as well).
-			if fe, _, err := pubsubdl.FromMessage(m); err == nil {
-				if task, err := cloudtasksio.FailedTask(fe); err == nil {
-					dl.Task = task
-				}
+		dl := DeadLetter{Attributes: m.Attributes}
+		// What any consumer does: rebuild the FailedElement from the message, let the sink
+		// decode its task and Beam's coder its order.
+		if fe, _, err := pubsubdl.FromMessage(m); err == nil {
+			dl.Failed = fe
+			if task, err := cloudtasksio.FailedTask(fe); err == nil {
+				dl.Task = task
+			}
+			if o, err := deadletter.DecodeElement[Order](fe); err == nil {
+				dl.Order = &o
 			}
 		}
 		mu.Lock()
@@ -321,8 +326,11 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[pubsubdl.AttrEventTime]))
 		fmt.Fprintf(w, "  error:       %s\n", boundedtext.Cut(a[pubsubdl.AttrError], 220))
 		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[pubsubdl.AttrWorker], a[pubsubdl.AttrBundle])
+		if o := dl.Order; o != nil {
+			fmt.Fprintf(w, "  order:       id %q, customer %s, %d item(s) (decoded from the dead letter)\n", o.ID, o.Customer, o.Items)
+		}
 		if dl.Task == nil {
-			fmt.Fprintf(w, "  data:        empty: no task could be built; find the order at its source by the event time\n")
+			fmt.Fprintf(w, "  task:        none: no task could be built; the order above is the record to fix and replay\n")
 			continue
 		}
 		req := dl.Task.GetHttpRequest()
