@@ -58,10 +58,9 @@ func ExampleWrite() {
 	cloudtasksio.Write(s, cloudtasksio.Config{
 		Queue: queue,
 		HTTP: &cloudtasksio.HTTPTarget{
-			URL:     "https://payments.example.com/settle",
-			Headers: map[string]string{"Content-Type": "application/json"},
-			OIDC:    &cloudtasksio.OIDCToken{ServiceAccountEmail: "invoker@my-project.iam.gserviceaccount.com"},
-			Body:    formats.JSON(),
+			URL:  "https://payments.example.com/settle",
+			OIDC: &cloudtasksio.OIDCToken{ServiceAccountEmail: "invoker@my-project.iam.gserviceaccount.com"},
+			Body: formats.JSON(), // sent as Content-Type: application/json
 		},
 		// OnFailure is FailBundle: the returned dead letters stay empty.
 	}, payments)
@@ -105,15 +104,16 @@ func ExampleTryWrite() {
 	// cloudtasksio: Config.Delivery ExactlyOnce requires Config.OnFailure FailBundle
 }
 
-// Build a Config from the flat option keys a template takes as flags (docs/options.md lists
-// every key). Bad keys and values are errors naming the key.
+// Build a Config from the flat option keys a template takes as flags
+// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md lists every
+// key). Bad keys and values are errors naming the key.
 func ExampleConfigFromOptions() {
 	cfg, err := cloudtasksio.ConfigFromOptions(map[string]string{
 		"project":                         "my-project",
 		"location":                        "europe-west1",
 		"queue":                           "orders",
 		"http.url":                        "https://orders.example.com/ingest",
-		"http.headers.Content-Type":       "application/json",
+		"http.headers.X-Api-Version":      "2026-06",
 		"format":                          "json",
 		"sink.delivery-guarantee":         "exactly-once",
 		"sink.staged.name-retention":      "2h",
@@ -140,7 +140,7 @@ func ExampleConfigFromOptions() {
 	fmt.Println(err)
 	// Output:
 	// queue: projects/my-project/locations/europe-west1/queues/orders
-	// url: https://orders.example.com/ingest headers: map[Content-Type:application/json] body: json
+	// url: https://orders.example.com/ingest headers: map[X-Api-Version:2026-06] body: json
 	// oidc: invoker@my-project.iam.gserviceaccount.com
 	// delivery: ExactlyOnce name retention: 2h0m0s expired: ExpiredFail
 	// max in flight: 500 attempts: 5 per destination: true

@@ -240,7 +240,7 @@ var flagTable = func() []Flag {
 // Flags returns the template's flags as metadata.json lists them.
 func Flags() []Flag { return append([]Flag(nil), flagTable...) }
 
-// RegisterFlags defines the template's flags on fs (see Flags and docs/template.md) and returns
+// RegisterFlags defines the template's flags on fs (see Flags and https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/template.md) and returns
 // the Options they fill when fs is parsed. Without --input and Kafka the records come from
 // stdin.
 //

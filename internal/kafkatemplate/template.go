@@ -5,7 +5,7 @@
 // fields of the value can supply the task id, the URL and the schedule time.
 //
 // It is an internal library so that the same pipeline can be built by the template's main and
-// by the integration tests; it is not an API. docs/template.md is the user guide.
+// by the integration tests; it is not an API. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/template.md is the user guide.
 package kafkatemplate
 
 import (
@@ -75,7 +75,7 @@ const MetricsNamespace = "kafka-to-cloudtasks"
 
 // Options configure the template. The flags of RegisterFlags fill them.
 type Options struct {
-	// Sink holds the cloudtasksio option keys (docs/options.md), for example "project",
+	// Sink holds the cloudtasksio option keys (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md), for example "project",
 	// "http.url" or "sink.recovery.max-attempts"; the cloudtasks_* flags fill it (see
 	// SinkFlagName). Its "format" may be left out or be "raw": the body is always the record's
 	// value.

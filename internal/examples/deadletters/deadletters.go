@@ -44,7 +44,7 @@ func init() {
 // FulfilmentURL is where the tasks of orders without their own endpoint go.
 const FulfilmentURL = "https://fulfilment.example.com/orders"
 
-// Order is one order event. The tagged fields are request metadata (see docs/metadata.md):
+// Order is one order event. The tagged fields are request metadata (see https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md):
 // Endpoint overrides the URL of the task and Method its HTTP method. Every other field is
 // part of the JSON body.
 type Order struct {
