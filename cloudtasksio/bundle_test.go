@@ -116,6 +116,9 @@ func TestAFailedBundleCancelsItsCreatesAtTheServer(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.SetLatency(time.Minute) // a create holds its slot at the server until cancelled
 	const cap = 8
+	// Adaptive concurrency's slow start lets 4 creates to a new queue go out at first; the
+	// others wait for answers, which never come.
+	const inFlight = 4
 	f := newBundleWriteFn(t, srv, FailBundle, cap, WriterOptions{})
 	ctx := context.Background()
 	for bundle := 1; bundle <= 3; bundle++ {
@@ -123,7 +126,7 @@ func TestAFailedBundleCancelsItsCreatesAtTheServer(t *testing.T) {
 		for i := range cap {
 			require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: fmt.Sprint(bundle, "-", i)}, discardDeadLetters))
 		}
-		waitStats(t, srv, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == cap },
+		waitStats(t, srv, func(st cloudtaskstest.Stats) bool { return st.CreateTaskInFlight == inFlight },
 			"bundle %d's creates reach the server", bundle)
 		// An element that cannot be built fails the bundle under FailBundle, at once.
 		err := f.ProcessElement(ctx, 0, urlOrder{ID: "broken", URL: "not a url"}, discardDeadLetters)
@@ -134,7 +137,7 @@ func TestAFailedBundleCancelsItsCreatesAtTheServer(t *testing.T) {
 			"bundle %d failed, but its creates are still in flight at the server", bundle)
 	}
 	st := srv.Stats()
-	assert.Equal(t, cap, st.MaxCreateTaskInFlight, "each bundle filled the cap, and no bundle's creates outlived it")
+	assert.Equal(t, inFlight, st.MaxCreateTaskInFlight, "no bundle's creates outlived it")
 	assert.Empty(t, srv.Tasks(bundleQueue))
 }
 

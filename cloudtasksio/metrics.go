@@ -52,9 +52,10 @@ const (
 	MetricParkedTasks = "parkedTasks"
 	// MetricAdaptiveConcurrencyLimit is the gauge of the adaptive concurrency limit
 	// (WriterOptions.AdaptiveConcurrency) of the most throttled queue the reporting DoFn
-	// instance's bundle wrote to, rounded down: MaxInFlightTasks while no queue is throttled,
-	// lower while Cloud Tasks answers RESOURCE_EXHAUSTED. It is set when a bundle ends, and
-	// not at all with adaptive concurrency off.
+	// instance's bundle wrote to, rounded down: slow start's limit (from 4 up to
+	// MaxInFlightTasks) while no queue has been throttled, and once a queue is paced the creates
+	// its rate keeps in flight at the measured round trip (at least 1). It is set when a bundle
+	// ends, and not at all with adaptive concurrency off.
 	MetricAdaptiveConcurrencyLimit = "adaptiveConcurrencyLimit"
 
 	// MetricExpiredEnvelopesFailed counts the staged tasks found past their creation deadline

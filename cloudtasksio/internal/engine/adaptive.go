@@ -9,41 +9,79 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Adaptive concurrency: how many creates a worker process keeps in flight to
-// one queue, driven by the service's answers. Cloud Tasks answers
+// Adaptive concurrency: how many creates a worker process starts to one
+// queue, driven by the service's answers. Cloud Tasks answers
 // RESOURCE_EXHAUSTED when a queue takes creates faster than its quota; without
 // a limit every request then retries on its own schedule, the retries keep the
-// queue over its quota, and requests run out of attempts. The limit follows
-// the additive-increase, multiplicative-decrease rule of TCP congestion
-// control:
+// queue over its quota, and requests run out of attempts. Each queue's state
+// goes through two phases:
 //
-//   - A RESOURCE_EXHAUSTED answer to a create sent after the last decrease
-//     sets the limit to decreaseFactor times the smaller of the limit and the
-//     creates in flight, never below 1. Answers to creates that were already
-//     in flight at the last decrease are the same overload seen late: they do
-//     not decrease it again, so a burst of rejections costs one decrease per
-//     round trip, not one per rejection.
-//   - Every create that succeeds adds 1/limit, about one more create in
-//     flight per round trip, up to the cap (the largest MaxInFlight of the
-//     engines using the queue). At the cap, which is also where it starts,
-//     the limit holds nothing back: the engines' own caps apply as without
-//     it.
-//   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses
-//     the queue's creates until its delay has passed, and the rejected
-//     request waits at least that long before its next attempt.
+//   - Slow start. A queue no create has been rejected for starts with
+//     initialLimit creates in flight, not with the cap: a worker process that
+//     starts, or a pipeline that starts many processes at once, does not send
+//     a whole cap's worth into a quota it knows nothing about. Every create
+//     that succeeds while the limit was at least half used raises the limit
+//     by one, so the limit doubles every round trip while creates succeed, up
+//     to the cap (the largest MaxInFlight of the engines using the queue). At
+//     the cap it holds nothing back: the engines' own caps apply as without
+//     it. A pipeline that is never throttled reaches the cap within about
+//     log2(cap/initialLimit) round trips of its first create to the queue and
+//     keeps it for the life of the process.
+//   - Paced. The first RESOURCE_EXHAUSTED answer ends slow start for good: a
+//     quota is a rate, so from then on the process starts the queue's creates
+//     at a rate, spaced evenly, instead of bounding how many are in flight
+//     (at a 5 ms round trip, a quota of 1,000/s shared by eight processes is
+//     less than one create in flight per process, which no concurrency limit
+//     can express). The rate starts at the rate at which the queue accepted
+//     the process's creates just before, a little below it (setPoint). A
+//     RESOURCE_EXHAUSTED answer to a create started after the last decrease
+//     lowers it to the smaller of decreaseFactor times itself and setPoint
+//     times the accepted rate, at most once per round trip however many
+//     creates of that round are rejected. While creates succeed and the rate
+//     is what holds them back, it grows by growthPerSecond of itself (plus
+//     growthFloor) per second, probing for more.
+//   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
+//     queue's creates until its delay has passed, and the rejected request
+//     waits at least that long before its next attempt.
 //
 // The state lives in an Adaptive; the sink keeps one per client setting and
 // worker process, so every engine, bundle and DoFn instance of the process
-// that writes to a queue shares that queue's limit.
+// that writes to a queue shares that queue's limit and rate: they act as one
+// client of the quota, whatever their number.
 
-// decreaseFactor is the multiplicative decrease of the limit.
-const decreaseFactor = 0.5
+const (
+	// initialLimit is the concurrency limit a queue starts with in slow start.
+	initialLimit = 4
+	// decreaseFactor bounds each decrease of the rate from above.
+	decreaseFactor = 0.9
+	// setPoint is the share of the measured accepted rate the rate is set to
+	// at a decrease: a little below it, so the queue's bucket refills.
+	setPoint = 0.97
+	// growthPerSecond and growthFloor are how fast the rate grows while it is
+	// what holds creates back and they succeed: rate*growthPerSecond +
+	// growthFloor creates per second, per second.
+	growthPerSecond = 0.05
+	growthFloor     = 1.0
+	// slowStartGrowth is what each success adds to slow start's limit (the
+	// limit grows by this share of itself per round trip): the creates of
+	// the round trip in which the first rejections come back are sent at up
+	// to 1+slowStartGrowth times the rate that was accepted.
+	slowStartGrowth = 0.5
+	// minRate is the lowest rate, in creates per second.
+	minRate = 0.5
+	// maxGrowthStep bounds the time one success may credit to growth, so a
+	// pause in the traffic does not turn into a jump of the rate.
+	maxGrowthStep = 100 * time.Millisecond
+	// pacerSlack is how far behind now the next paced start may lie: after a
+	// quiet spell, at most this much of the rate starts at once.
+	pacerSlack = 10 * time.Millisecond
+)
 
 // maxRetryDelay bounds a RetryInfo delay the engine honours, so a malformed
 // answer cannot stop a queue's creates for longer than this.
 const maxRetryDelay = 5 * time.Minute
 
-// Adaptive holds the adaptive concurrency limits of one client setting, one
+// Adaptive holds the adaptive concurrency state of one client setting, one
 // per queue. It is safe for concurrent use. Give the same *Adaptive to the
 // Options of every engine that should share the limits.
 type Adaptive struct {
@@ -56,19 +94,29 @@ func NewAdaptive() *Adaptive { return &Adaptive{} }
 
 // QueueLimit is a snapshot of one queue's adaptive state.
 type QueueLimit struct {
-	// Limit is the current concurrency limit, between 1 and Cap.
+	// Limit is the current concurrency limit, between 1 and Cap: in slow
+	// start the limit itself, once paced the creates the rate keeps in flight
+	// at the measured round trip (Rate times RTT, at least 1).
 	Limit float64
-	// Cap is the largest MaxInFlight of the engines that used the queue; the
-	// limit starts there and holds nothing back while it is there.
+	// Cap is the largest MaxInFlight of the engines that used the queue; in
+	// slow start the limit grows up to it and holds nothing back there.
 	Cap int
 	// InFlight is the number of creates to the queue in flight now, across
-	// every engine sharing the Adaptive.
+	// every engine sharing the Adaptive, a create waiting for its paced start
+	// included.
 	InFlight int
 	// PausedUntil is when the queue's creates may start again after a
 	// RetryInfo delay; zero or past when they are not paused.
 	PausedUntil time.Time
-	// Decreases counts the multiplicative decreases so far.
+	// Decreases counts the decreases so far, the one ending slow start
+	// included.
 	Decreases int
+	// Rate is the rate, in creates per second, at which the queue's creates
+	// start; 0 in slow start, before any create to the queue was rejected.
+	Rate float64
+	// RTT is the smoothed round trip of the queue's creates; 0 before the
+	// first answer.
+	RTT time.Duration
 }
 
 // Queue returns the state of the queue at path; the zero QueueLimit for a
@@ -80,12 +128,17 @@ func (a *Adaptive) Queue(path string) QueueLimit {
 	if q == nil {
 		return QueueLimit{}
 	}
-	return QueueLimit{Limit: q.limit, Cap: q.cap, InFlight: q.inFlight, PausedUntil: q.pausedUntil, Decreases: q.decreases}
+	limit := q.limit
+	if q.rate > 0 {
+		limit = min(float64(q.cap), max(1, q.rate*q.rtt.Seconds()))
+	}
+	return QueueLimit{Limit: limit, Cap: q.cap, InFlight: q.inFlight, PausedUntil: q.pausedUntil,
+		Decreases: q.decreases, Rate: q.rate, RTT: q.rtt}
 }
 
 // queueLimit is the adaptive state of one queue, guarded by Adaptive.mu.
 type queueLimit struct {
-	limit    float64
+	limit    float64 // slow start's concurrency limit
 	cap      int
 	inFlight int
 	// sent numbers the sends; roundStart is the number of the first send
@@ -93,6 +146,14 @@ type queueLimit struct {
 	sent, roundStart uint64
 	pausedUntil      time.Time
 	decreases        int
+	// rate is the paced rate in creates per second, 0 in slow start; next is
+	// the earliest start of the next paced create; grown is when the rate
+	// last grew.
+	rate                   float64
+	next, grown, decreased time.Time
+	streak                 int           // decreases in a row, each within two round trips of the last
+	rtt                    time.Duration // smoothed round trip
+	accepted               acceptedRate
 	// waiters are the wake channels of engines holding requests for the
 	// queue; a release signals each without blocking.
 	waiters map[chan struct{}]struct{}
@@ -105,7 +166,7 @@ func (a *Adaptive) queue(path string, cap int) *queueLimit {
 	}
 	q := a.queues[path]
 	if q == nil {
-		q = &queueLimit{limit: float64(cap), cap: cap}
+		q = &queueLimit{limit: float64(min(cap, initialLimit)), cap: cap}
 		a.queues[path] = q
 	}
 	if cap > q.cap {
@@ -121,11 +182,18 @@ func (a *Adaptive) queue(path string, cap int) *queueLimit {
 type permit struct {
 	queue string
 	seq   uint64
+	// start is when the create may start (its paced slot, or the grant).
+	start time.Time
+	// binding is true when the limit or the rate held the create back, or
+	// nearly: only such creates make the limit or the rate grow.
+	binding bool
 }
 
-// acquire lets one create to queue start now, or says why not: until is the
-// end of a pause (zero when the create must wait for a release instead). cap
-// is the caller's MaxInFlight.
+// acquire lets one create to queue go, or says why not. A granted permit's
+// start is when the create may start: now, or, once the queue is paced, a
+// later slot the caller holds the create for (the permit counts as in flight
+// from the grant). Refused, until is the end of a pause, or zero when the
+// create must wait for a release instead. cap is the caller's MaxInFlight.
 func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok bool, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -133,13 +201,38 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 	if now.Before(q.pausedUntil) {
 		return permit{}, false, q.pausedUntil
 	}
-	if q.limit < float64(q.cap) && float64(q.inFlight+1) > q.limit {
-		return permit{}, false, time.Time{}
+	p = permit{queue: queue, seq: q.sent, start: now}
+	switch {
+	case q.rate > 0:
+		p.start, p.binding = q.slot(now, q.rate)
+	case q.limit < float64(q.cap):
+		if float64(q.inFlight+1) > q.limit {
+			return permit{}, false, time.Time{}
+		}
+		p.binding = float64(q.inFlight+1) >= q.limit/2
+		if q.rtt > 0 {
+			// Spread the window over a round trip: a quota's bucket takes
+			// an even rate that it would refuse in one burst.
+			p.start, _ = q.slot(now, q.limit/q.rtt.Seconds())
+		}
 	}
 	q.inFlight++
-	p = permit{queue: queue, seq: q.sent}
 	q.sent++
 	return p, true, time.Time{}
+}
+
+// slot returns the start of the next create paced at rate (creates per
+// second) and whether it lies ahead of now, and books it.
+func (q *queueLimit) slot(now time.Time, rate float64) (time.Time, bool) {
+	slot := q.next
+	if earliest := now.Add(-pacerSlack); slot.Before(earliest) {
+		slot = earliest
+	}
+	q.next = slot.Add(time.Duration(float64(time.Second) / rate))
+	if slot.After(now) {
+		return slot, true
+	}
+	return now, false
 }
 
 // outcome is what a finished create tells the limit.
@@ -159,17 +252,30 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 	defer a.mu.Unlock()
 	q := a.queues[p.queue]
 	q.inFlight--
+	if o != outcomeOther && at.After(p.start) {
+		sample := at.Sub(p.start)
+		if q.rtt == 0 {
+			q.rtt = sample
+		} else {
+			q.rtt += (sample - q.rtt) / 8
+		}
+	}
 	switch o {
 	case outcomeSucceeded:
-		if q.limit < float64(q.cap) {
-			q.limit = min(q.limit+1/q.limit, float64(q.cap))
+		q.accepted.add(at)
+		switch {
+		case q.rate > 0 && p.binding:
+			step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
+			q.rate += (q.rate*growthPerSecond + growthFloor) * step.Seconds()
+			q.grown = at
+		case q.rate > 0:
+			q.grown = at
+		case q.limit < float64(q.cap) && p.binding:
+			q.limit = min(q.limit+slowStartGrowth, float64(q.cap))
 		}
 	case outcomeThrottled:
 		if p.seq >= q.roundStart {
-			base := min(q.limit, float64(q.inFlight+1))
-			q.limit = max(1, base*decreaseFactor)
-			q.roundStart = q.sent
-			q.decreases++
+			q.decrease(at)
 		}
 		if delay > 0 {
 			if until := at.Add(delay); until.After(q.pausedUntil) {
@@ -183,6 +289,90 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		default:
 		}
 	}
+}
+
+// decrease lowers the queue's rate after a rejection at time at, ending slow
+// start when it is the first.
+func (q *queueLimit) decrease(at time.Time) {
+	if q.rate == 0 {
+		accepted := q.accepted.perSecond(at, q.rtt)
+		// The first rejection: pace at the rate the queue accepted. Nothing
+		// accepted yet (another process took the quota first): start from
+		// half of what was in flight over a round trip.
+		rate := accepted
+		if rate == 0 {
+			rate = float64(q.inFlight+1) / 2 / max(q.rtt, time.Millisecond).Seconds()
+		}
+		q.rate = rate * setPoint
+		q.limit = float64(q.cap)
+		q.next = at
+	} else {
+		q.rate *= decreaseFactor
+	}
+	q.rate = max(q.rate, minRate)
+	q.grown = at
+	q.roundStart = q.sent
+	q.decreases++
+}
+
+// acceptedRate counts the creates the queue accepted in recent slots of
+// acceptedSlot each, to tell the rate the quota lets through.
+type acceptedRate struct {
+	slots [acceptedSlots]int
+	// last is the number of the slot counted last (time since the Unix epoch
+	// divided by acceptedSlot); first is the time of the first count.
+	last  int64
+	first time.Time
+}
+
+const (
+	acceptedSlot  = 10 * time.Millisecond
+	acceptedSlots = 100 // one second of history
+	// acceptedMinSpan and acceptedRounds: the accepted rate is measured over
+	// the last acceptedRounds round trips, at least acceptedMinSpan and at
+	// most the history.
+	acceptedMinSpan = 50 * time.Millisecond
+	acceptedRounds  = 2
+)
+
+func (r *acceptedRate) advance(at time.Time) int64 {
+	n := at.UnixNano() / int64(acceptedSlot)
+	if r.first.IsZero() {
+		r.first, r.last = at, n
+	}
+	for i := r.last + 1; i <= n && i <= r.last+acceptedSlots; i++ {
+		r.slots[i%acceptedSlots] = 0
+	}
+	if n > r.last {
+		r.last = n
+	}
+	return n
+}
+
+func (r *acceptedRate) add(at time.Time) {
+	n := r.advance(at)
+	r.slots[n%acceptedSlots]++
+}
+
+// perSecond is the accepted rate over the last acceptedRounds round trips
+// (bounded as above, and by the time since the first acceptance); 0 when
+// nothing was accepted.
+func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
+	if r.first.IsZero() {
+		return 0
+	}
+	n := r.advance(at)
+	span := min(max(acceptedRounds*rtt, acceptedMinSpan), acceptedSlots*acceptedSlot)
+	span = min(span, max(at.Sub(r.first), acceptedSlot))
+	k := int64((span + acceptedSlot - 1) / acceptedSlot)
+	count := 0
+	for i := n - k + 1; i <= n; i++ {
+		count += r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots]
+	}
+	// The current slot is partly over: measure from the start of the oldest
+	// slot counted to now.
+	from := time.Unix(0, (n-k+1)*int64(acceptedSlot))
+	return float64(count) / max(at.Sub(from), acceptedSlot).Seconds()
 }
 
 // watch makes releases for queue signal ch (buffered, capacity 1); unwatch
@@ -249,6 +439,9 @@ type engineAdaptive[T any] struct {
 	// pausedUntil is the earliest end of a pause that holds a request back,
 	// as the last pass over the held requests saw it; zero for none.
 	pausedUntil time.Time
+	// reserved holds, per queue, the permit for a paced slot ahead that the
+	// queue's first held request starts with when the slot comes.
+	reserved map[string]permit
 	// granted is the permit startHeld took for grantedFor, an expired held
 	// request it hands back to dispatch.
 	granted    permit
@@ -271,12 +464,19 @@ func (e *Engine[T]) send(r *Request[T]) {
 	}
 	queue := r.Create.GetParent()
 	if len(ad.held[queue]) == 0 {
-		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, time.Now())
-		if ok {
+		now := time.Now()
+		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, now)
+		if ok && !p.start.After(now) {
 			e.start(r, &p)
 			return
 		}
-		ad.notePause(until)
+		if ok {
+			// A paced slot ahead: r becomes the queue's first held request,
+			// holding the permit until then.
+			ad.reserve(queue, p)
+		} else {
+			ad.notePause(until)
+		}
 	}
 	if ad.held == nil {
 		ad.held = map[string][]*Request[T]{}
@@ -288,6 +488,16 @@ func (e *Engine[T]) send(r *Request[T]) {
 	}
 	ad.held[queue] = append(ad.held[queue], r)
 	ad.n++
+}
+
+// reserve keeps p, a permit for a paced slot ahead, for the first held
+// request of queue, and wakes the engine at the slot.
+func (ad *engineAdaptive[T]) reserve(queue string, p permit) {
+	if ad.reserved == nil {
+		ad.reserved = map[string]permit{}
+	}
+	ad.reserved[queue] = p
+	ad.notePause(p.start)
 }
 
 func (ad *engineAdaptive[T]) notePause(until time.Time) {
@@ -310,11 +520,20 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 	for _, queue := range queues {
 		for e.err == nil && len(ad.held[queue]) > 0 {
 			now := time.Now()
-			p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, now)
-			if !ok {
-				ad.notePause(until)
+			p, reserved := ad.reserved[queue]
+			if !reserved {
+				var ok bool
+				var until time.Time
+				if p, ok, until = ad.a.acquire(queue, e.opts.MaxInFlight, now); !ok {
+					ad.notePause(until)
+					break
+				}
+			}
+			if p.start.After(now) {
+				ad.reserve(queue, p)
 				break
 			}
+			delete(ad.reserved, queue)
 			r := ad.held[queue][0]
 			ad.held[queue][0] = nil
 			ad.held[queue] = ad.held[queue][1:]
@@ -356,12 +575,16 @@ func uniqueStrings(s []string) []string {
 	return out
 }
 
-// dropHeld forgets every held request (the engine has failed).
+// dropHeld forgets every held request (the engine has failed), giving back
+// the permits of paced slots it held for them.
 func (ad *engineAdaptive[T]) dropHeld() {
 	for queue := range ad.held {
 		ad.a.unwatch(queue, ad.wake)
 	}
-	ad.held, ad.queues, ad.n, ad.pausedUntil = nil, nil, 0, time.Time{}
+	for _, p := range ad.reserved {
+		ad.a.release(p, outcomeOther, 0, time.Now())
+	}
+	ad.held, ad.reserved, ad.queues, ad.n, ad.pausedUntil = nil, nil, nil, 0, time.Time{}
 }
 
 // retryDelay is how long a request that failed with err must wait at least

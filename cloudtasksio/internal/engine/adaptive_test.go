@@ -42,104 +42,203 @@ func refused(a *Adaptive, queue string, cap int) bool {
 	return !ok
 }
 
-func TestAdaptiveLimitStartsAtTheCapAndHoldsNothingBackThere(t *testing.T) {
+// limitOf is the whole number of creates testQueue's limit lets through at once, initialLimit
+// for a queue not used yet.
+func limitOf(a *Adaptive) int {
+	if l := a.Queue(testQueue); l.Cap > 0 {
+		return int(l.Limit)
+	}
+	return initialLimit
+}
+
+// succeedAll answers every permit with success at now.
+func succeedAll(a *Adaptive, ps []permit) {
+	for _, p := range ps {
+		a.release(p, outcomeSucceeded, 0, time.Now())
+	}
+}
+
+func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		take(t, a, testQueue, 10, 10)
-		// At the cap the limit is open: the engines' own caps are what bound them.
-		take(t, a, testQueue, 10, 5)
+		const cap = 100
+		// A queue nobody has written to starts at initialLimit creates in flight, not at the cap:
+		// a process that starts does not send a cap's worth into a quota it knows nothing about.
+		first := take(t, a, testQueue, cap, initialLimit)
+		assert.True(t, refused(a, testQueue, cap), "create %d waits for the limit of %d", initialLimit+1, initialLimit)
+		assert.Equal(t, float64(initialLimit), a.Queue(testQueue).Limit)
+
+		// Each success of a create sent while at least half of the limit was in use adds
+		// slowStartGrowth: about half of the limit per round trip. Here the first create went
+		// out alone, the other three did not.
+		time.Sleep(20 * time.Millisecond)
+		succeedAll(a, first)
 		got := a.Queue(testQueue)
-		assert.Equal(t, QueueLimit{Limit: 10, Cap: 10, InFlight: 15}, got)
+		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, got.Limit)
+		assert.Equal(t, 20*time.Millisecond, got.RTT, "the round trip is measured")
+		assert.Zero(t, got.Rate, "no rejection yet: not paced")
+
+		// Failures that say nothing about the quota neither grow nor shrink it.
+		for _, p := range take(t, a, testQueue, cap, int(got.Limit)) {
+			a.release(p, outcomeOther, 0, time.Now())
+		}
+		assert.Equal(t, got.Limit, a.Queue(testQueue).Limit)
 	})
 }
 
-func TestResourceExhaustedHalvesTheLimitOncePerRound(t *testing.T) {
+func TestSlowStartReachesTheCapAndHoldsNothingBackThere(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		inFlight := take(t, a, testQueue, 100, 40)
-		// The whole round is rejected: 40 answers to creates sent before the first decrease.
-		for _, p := range inFlight {
-			a.release(p, outcomeThrottled, 0, time.Now())
+		const cap = 50
+		rounds := 0
+		for limitOf(a) < cap && rounds < 100 {
+			ps := take(t, a, testQueue, cap, limitOf(a))
+			time.Sleep(10 * time.Millisecond)
+			succeedAll(a, ps)
+			rounds++
 		}
+		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit)
+		// From 4 to 50, growing by about half per round trip (a little less: the first creates
+		// of a round go out before half of the limit is in use).
+		assert.GreaterOrEqual(t, rounds, 7)
+		assert.LessOrEqual(t, rounds, 12)
+		// At the cap the limit is open: the engines' own caps are what bound them, and nothing
+		// is paced.
+		take(t, a, testQueue, cap, 2*cap)
 		got := a.Queue(testQueue)
-		assert.Equal(t, 20.0, got.Limit, "min(limit 100, 40 in flight) halved, once")
-		assert.Equal(t, 1, got.Decreases)
-		assert.Zero(t, got.InFlight)
-
-		// The next round: a rejection of a create sent after the decrease decreases again.
-		next := take(t, a, testQueue, 100, 20)
-		assert.True(t, refused(a, testQueue, 100), "the 21st create waits for the limit of 20")
-		a.release(next[0], outcomeThrottled, 0, time.Now())
-		assert.Equal(t, 10.0, a.Queue(testQueue).Limit)
-		for _, p := range next[1:] {
-			a.release(p, outcomeThrottled, 0, time.Now())
-		}
-		assert.Equal(t, 10.0, a.Queue(testQueue).Limit, "the rest of that round decreases nothing")
-		assert.Equal(t, 2, a.Queue(testQueue).Decreases)
+		assert.Equal(t, 2*cap, got.InFlight)
+		assert.Zero(t, got.Rate)
 	})
 }
 
-func TestTheLimitNeverFallsBelowOne(t *testing.T) {
+func TestALimitThatIsNotUsedDoesNotGrow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		for range 20 {
+		// A trickle of one create at a time: it never uses half of the limit of 4 beyond the
+		// first, so a later flood still starts from a small limit.
+		for range 50 {
 			p := take(t, a, testQueue, 1000, 1)[0]
-			a.release(p, outcomeThrottled, 0, time.Now())
-		}
-		got := a.Queue(testQueue)
-		assert.Equal(t, 1.0, got.Limit)
-		assert.Equal(t, 20, got.Decreases)
-		// One create may still be in flight, and only one.
-		take(t, a, testQueue, 1000, 1)
-		assert.True(t, refused(a, testQueue, 1000))
-	})
-}
-
-func TestSuccessesRaiseTheLimitByAboutOnePerRoundUpToTheCap(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		a := NewAdaptive()
-		const cap = 8
-		p := take(t, a, testQueue, cap, 1)[0]
-		for range 5 {
-			a.release(p, outcomeThrottled, 0, time.Now())
-			p = take(t, a, testQueue, cap, 1)[0]
-		}
-		a.release(p, outcomeOther, 0, time.Now())
-		require.Equal(t, 1.0, a.Queue(testQueue).Limit)
-
-		// Each round sends as many creates as the limit allows, and all succeed.
-		var rounds []float64
-		for a.Queue(testQueue).Limit < cap && len(rounds) < 100 {
-			limit := a.Queue(testQueue).Limit
-			ps := take(t, a, testQueue, cap, int(limit))
-			assert.True(t, refused(a, testQueue, cap), "the limit %v holds back create %d", limit, int(limit)+1)
-			for _, p := range ps {
-				a.release(p, outcomeSucceeded, 0, time.Now())
-			}
-			rounds = append(rounds, a.Queue(testQueue).Limit)
-		}
-		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit, "the limit reaches the cap")
-		// A round of floor(limit) successes adds a little less than one.
-		prev := 1.0
-		for _, l := range rounds {
-			assert.True(t, l > prev && l <= prev+1, "round limits %v grow by at most one", rounds)
-			prev = l
-		}
-		assert.Len(t, rounds, 9, "rounds from 1 to %d: %v", cap, rounds)
-		for _, p := range take(t, a, testQueue, cap, 2*cap) {
+			time.Sleep(10 * time.Millisecond)
 			a.release(p, outcomeSucceeded, 0, time.Now())
 		}
-		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit, "and never goes past it")
+		assert.Equal(t, float64(initialLimit), a.Queue(testQueue).Limit)
+	})
+}
+
+// throttleAfter runs slow start on testQueue, all creates succeeding after rtt, until the limit
+// is at least limit, then answers one more round RESOURCE_EXHAUSTED; it returns the time of the
+// rejection.
+func throttleAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) time.Time {
+	t.Helper()
+	for float64(limitOf(a)) < limit {
+		ps := take(t, a, testQueue, 1000, limitOf(a))
+		time.Sleep(rtt)
+		succeedAll(a, ps)
+	}
+	ps := take(t, a, testQueue, 1000, 1)
+	time.Sleep(rtt)
+	a.release(ps[0], outcomeThrottled, 0, time.Now())
+	return time.Now()
+}
+
+func TestTheFirstRejectionPacesTheQueueAtTheRateItAccepted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		const rtt = 100 * time.Millisecond
+		at := throttleAfter(t, a, 30, rtt)
+		got := a.Queue(testQueue)
+		assert.Equal(t, 1, got.Decreases)
+		// The rate is set a little below the rate accepted over the last two round trips,
+		// which grew from about 20 to 30 creates per round trip of 100 ms.
+		assert.Greater(t, got.Rate, 150.0, "%+v", got)
+		assert.Less(t, got.Rate, 300*setPoint, "%+v", got)
+
+		// Creates now start one every 1/rate, each waiting for its slot; the permit counts
+		// as in flight from the grant.
+		gap := time.Duration(float64(time.Second) / got.Rate)
+		var starts []time.Duration
+		for range 5 {
+			p, ok, _ := a.acquire(testQueue, 1000, at)
+			require.True(t, ok)
+			starts = append(starts, p.start.Sub(at))
+		}
+		for i := 1; i < len(starts); i++ {
+			assert.InDelta(t, float64(gap), float64(starts[i]-starts[i-1]), float64(time.Microsecond), "starts %v", starts)
+		}
+		assert.Equal(t, 5, a.Queue(testQueue).InFlight)
+	})
+}
+
+func TestRejectionsLowerThePacedRateOncePerRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, 100*time.Millisecond)
+		rate := a.Queue(testQueue).Rate
+		now := time.Now()
+		var round []permit
+		for range 10 {
+			p, ok, _ := a.acquire(testQueue, 1000, now)
+			require.True(t, ok)
+			round = append(round, p)
+		}
+		time.Sleep(time.Second)
+		for _, p := range round {
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		got := a.Queue(testQueue)
+		assert.InDelta(t, rate*decreaseFactor, got.Rate, 1e-9, "ten rejections of one round: one decrease")
+		assert.Equal(t, 2, got.Decreases)
+
+		// It never falls below minRate.
+		for range 100 {
+			p, _, _ := a.acquire(testQueue, 1000, time.Now())
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		assert.Equal(t, minRate, a.Queue(testQueue).Rate)
+	})
+}
+
+func TestThePacedRateGrowsWhileItHoldsCreatesBackAndTheySucceed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, 100*time.Millisecond)
+		rate := a.Queue(testQueue).Rate
+		// Creates offered faster than the rate, all succeeding: for one second the rate grows
+		// by growthPerSecond of itself plus growthFloor, compounded.
+		start := time.Now()
+		held := 0
+		for time.Since(start) < time.Second {
+			p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+			require.True(t, ok)
+			if p.binding {
+				held++
+			}
+			time.Sleep(time.Until(p.start))
+			a.release(p, outcomeSucceeded, 0, time.Now())
+		}
+		assert.Greater(t, held, 100, "the rate held creates back")
+		grown := a.Queue(testQueue).Rate
+		assert.Greater(t, grown, rate*(1+growthPerSecond))
+		assert.Less(t, grown, rate*(1+2*growthPerSecond)+2*growthFloor)
+
+		// Creates offered slower than the rate do not grow it.
+		for range 20 {
+			time.Sleep(time.Second)
+			p, _, _ := a.acquire(testQueue, 1000, time.Now())
+			require.False(t, p.binding)
+			a.release(p, outcomeSucceeded, 0, time.Now())
+		}
+		assert.Equal(t, grown, a.Queue(testQueue).Rate)
 	})
 }
 
 func TestFailuresOtherThanResourceExhaustedLeaveTheLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		for _, p := range take(t, a, testQueue, 10, 10) {
+		for _, p := range take(t, a, testQueue, 10, initialLimit) {
 			a.release(p, outcomeOther, 0, time.Now())
 		}
-		assert.Equal(t, QueueLimit{Limit: 10, Cap: 10}, a.Queue(testQueue))
+		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 10}, a.Queue(testQueue))
 	})
 }
 
@@ -173,33 +272,29 @@ func TestNewAdaptiveSharesNothing(t *testing.T) {
 func TestTheLimitIsSharedWithinAnAdaptiveAndIndependentAcrossQueues(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		// Two users of the same Adaptive and queue, say two bundles, fill one limit.
-		first := take(t, a, testQueue, 8, 4)
-		second := take(t, a, testQueue, 8, 4)
-		a.release(first[0], outcomeThrottled, 0, time.Now())
-		assert.Equal(t, 4.0, a.Queue(testQueue).Limit, "8 in flight halved")
-		assert.True(t, refused(a, testQueue, 8), "7 in flight: over the shared limit of 4")
-		for _, p := range append(first[1:], second[1:]...) {
-			a.release(p, outcomeSucceeded, 0, time.Now())
-		}
-		assert.Equal(t, 1, a.Queue(testQueue).InFlight)
+		// Two users of the same Adaptive and queue, say two DoFn instances, share one limit.
+		first := take(t, a, testQueue, 8, 2)
+		second := take(t, a, testQueue, 8, 2)
+		assert.True(t, refused(a, testQueue, 8), "4 in flight: the shared limit")
+		succeedAll(a, append(first, second...))
 
 		// Another queue of the same Adaptive, and the same queue of another one, are untouched.
 		assert.Equal(t, QueueLimit{}, a.Queue(otherQueue))
-		take(t, a, otherQueue, 8, 8)
-		assert.Equal(t, QueueLimit{Limit: 8, Cap: 8, InFlight: 8}, a.Queue(otherQueue))
+		take(t, a, otherQueue, 8, initialLimit)
+		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 8, InFlight: initialLimit}, a.Queue(otherQueue))
 		other := NewAdaptive()
-		take(t, other, testQueue, 8, 8)
-		assert.Equal(t, QueueLimit{Limit: 8, Cap: 8, InFlight: 8}, other.Queue(testQueue))
+		take(t, other, testQueue, 8, initialLimit)
+		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 8, InFlight: initialLimit}, other.Queue(testQueue))
 	})
 }
 
 func TestTheCapIsTheLargestMaxInFlightOfItsUsers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		take(t, a, testQueue, 4, 1)
+		take(t, a, testQueue, 2, 1)
+		assert.Equal(t, QueueLimit{Limit: 2, Cap: 2, InFlight: 1}, a.Queue(testQueue), "a cap below the initial limit is the limit")
 		take(t, a, testQueue, 10, 1)
-		assert.Equal(t, QueueLimit{Limit: 10, Cap: 10, InFlight: 2}, a.Queue(testQueue), "an untouched limit follows the cap up")
+		assert.Equal(t, QueueLimit{Limit: 10, Cap: 10, InFlight: 2}, a.Queue(testQueue), "a limit at its cap follows the cap up")
 		take(t, a, testQueue, 4, 1)
 		assert.Equal(t, 10, a.Queue(testQueue).Cap, "a smaller cap does not lower it")
 	})
