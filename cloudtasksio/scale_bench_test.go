@@ -1,0 +1,657 @@
+//go:build linux
+
+package cloudtasksio
+
+// The multi-process scale harness (issue 19): the standalone emulator in a process of its own,
+// with a create quota and a latency per create, and K worker processes, each running M DoFn
+// instances of the sink at once, writing N tasks to one queue or spread over Q queues.
+//
+//	go test -run '^$' -bench BenchmarkScale -benchtime 1x ./cloudtasksio/
+//
+// runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, queues, memory, all, or a comma
+// separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
+// CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s series of the cases as perfchart CSV.
+// docs/performance.md ("Many processes under one quota") has the figures and says why this
+// stands for a Dataflow worker.
+//
+// A worker process is this test binary started again with scaleWorkerEnv set: init below runs
+// the worker before any test or benchmark and exits. Each worker drives writeFn itself, the
+// sink's at-least-once DoFn, exactly as the Beam harness does on a Dataflow worker (Setup, then
+// StartBundle / ProcessElement / FinishBundle per bundle), with one goroutine per DoFn instance,
+// so the instances share the process's client, queue preflight findings and adaptive
+// concurrency state through the sink's own process-wide caches. A bundle that fails is run
+// again, as Dataflow retries it; the tasks are named, so the replay's tasks that exist already
+// come back ALREADY_EXISTS and count as created.
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
+)
+
+const (
+	scaleWorkerEnv = "CLOUDTASKSIO_SCALE_WORKER" // the worker's JSON scaleWorkerConfig
+	scaleSetEnv    = "CLOUDTASKSIO_SCALE"        // which cases BenchmarkScale runs
+	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"    // CSV file the results are appended to
+	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES" // perfchart CSV of the created/s series
+
+	scaleProject  = "scale"
+	scaleLocation = "here"
+	scaleSlot     = 100 * time.Millisecond // the resolution of the timelines
+)
+
+func init() {
+	register.Function1x2(scaleQueueOf)
+	if cfg := os.Getenv(scaleWorkerEnv); cfg != "" {
+		os.Exit(runScaleWorker(cfg))
+	}
+}
+
+// scaleTask is the element type of the harness: its queue number and, in the URL, the worker
+// and instance that wrote it, which the worker's client interceptor reads.
+type scaleTask struct {
+	ID    string `json:"id"`
+	Queue int    `json:"queue"`
+	Key   string `cloudtasks:"task-id"`
+	URL   string `cloudtasks:"url"`
+}
+
+// scaleQueueName is the name of queue number i of the harness.
+func scaleQueueName(i int) string { return fmt.Sprintf("q%06d", i) }
+
+// scaleQueueOf is the QueueFn of the cases with several queues.
+func scaleQueueOf(t scaleTask) (Queue, error) {
+	return NewQueue(scaleProject, scaleLocation, scaleQueueName(t.Queue))
+}
+
+// scaleCase is one run of the harness.
+type scaleCase struct {
+	Name      string
+	Procs     int           // K worker processes
+	Instances int           // M DoFn instances per process
+	Tasks     int           // N tasks in all
+	Queues    int           // Q queues (1: a fixed Queue; more: a QueueFn)
+	Latency   time.Duration // added to every create, rejected or not
+	Quota     float64       // creates per second per queue; 0: none
+	Burst     int           // the quota's bucket
+}
+
+func (c scaleCase) String() string {
+	return fmt.Sprintf("K=%d/M=%d/N=%d/Q=%d/latency=%v", c.Procs, c.Instances, c.Tasks, c.Queues, c.Latency)
+}
+
+// scaleSets are the named sets of cases CLOUDTASKSIO_SCALE selects.
+func scaleSets() map[string][]scaleCase {
+	lats := []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond}
+	sets := map[string][]scaleCase{
+		// The default: a few seconds, enough to see that everything runs.
+		"quick": {{Name: "quick", Procs: 2, Instances: 4, Tasks: 1500, Queues: 1, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100}},
+	}
+	for _, k := range []int{1, 4, 8} {
+		for _, m := range []int{1, 16, 64} {
+			for _, l := range lats {
+				sets["full"] = append(sets["full"], scaleCase{Name: "matrix", Procs: k, Instances: m, Tasks: 3000, Queues: 1, Latency: l, Quota: 1000, Burst: 100})
+			}
+		}
+	}
+	for _, n := range []int{2500, 20000} {
+		for _, l := range lats {
+			for _, k := range []int{1, 8} {
+				sets["goal"] = append(sets["goal"], scaleCase{Name: "goal", Procs: k, Instances: 16, Tasks: n, Queues: 1, Latency: l, Quota: 1000, Burst: 100})
+			}
+		}
+	}
+	sets["queues"] = []scaleCase{{Name: "10k-queues", Procs: 2, Instances: 16, Tasks: 20000, Queues: 10000, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100}}
+	sets["memory"] = []scaleCase{{Name: "100k-queues", Procs: 1, Instances: 16, Tasks: 100000, Queues: 100000, Latency: 5 * time.Millisecond}}
+	return sets
+}
+
+// scaleWorkerConfig is what a worker process is told.
+type scaleWorkerConfig struct {
+	Addr      string
+	Worker    int
+	Instances int
+	Tasks     int // in all, over every instance of every worker
+	Workers   int
+	Queues    int
+	Bundle    int
+	Start     time.Time // when every worker starts its instances
+}
+
+// scaleWorkerResult is what a worker process reports on stdout, as one JSON line.
+type scaleWorkerResult struct {
+	Created, Rejected, Attempts int
+	FailedBundles               int
+	FirstWaits                  []time.Duration // per instance: its start to its first create's send
+	CreatedSlots                []int           // per scaleSlot since Start: tasks created
+	RejectedSlots               []int
+	Duration                    time.Duration // from Start to the last instance's end
+	MaxRSSKiB                   int64
+	Err                         string
+}
+
+// scaleRecorder is the worker's client interceptor: it sees every CreateTask the sink sends.
+type scaleRecorder struct {
+	start time.Time
+	mu    sync.Mutex
+	first map[int]time.Time
+	res   scaleWorkerResult
+}
+
+func (r *scaleRecorder) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	create, ok := req.(*cloudtaskspb.CreateTaskRequest)
+	if !ok {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	sent := time.Now()
+	instance := -1
+	if u, err := url.Parse(create.GetTask().GetHttpRequest().GetUrl()); err == nil {
+		instance, _ = strconv.Atoi(u.Query().Get("i"))
+	}
+	r.mu.Lock()
+	if _, seen := r.first[instance]; !seen {
+		r.first[instance] = sent
+	}
+	r.mu.Unlock()
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	slot := int(time.Since(r.start) / scaleSlot)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.res.Attempts++
+	for slot >= 0 && len(r.res.CreatedSlots) <= slot {
+		r.res.CreatedSlots = append(r.res.CreatedSlots, 0)
+		r.res.RejectedSlots = append(r.res.RejectedSlots, 0)
+	}
+	switch status.Code(err) {
+	case codes.OK:
+		if slot >= 0 {
+			r.res.CreatedSlots[slot]++
+		}
+	case codes.ResourceExhausted:
+		r.res.Rejected++
+		if slot >= 0 {
+			r.res.RejectedSlots[slot]++
+		}
+	}
+	return err
+}
+
+// runScaleWorker is a worker process: it runs its instances and prints its result.
+func runScaleWorker(cfgJSON string) int {
+	var cfg scaleWorkerConfig
+	res, err := func() (scaleWorkerResult, error) {
+		if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+			return scaleWorkerResult{}, fmt.Errorf("%s: %w", scaleWorkerEnv, err)
+		}
+		return scaleWorker(cfg)
+	}()
+	if err != nil {
+		res.Err = err.Error()
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		res.MaxRSSKiB = ru.Maxrss // KiB on Linux
+	}
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
+	rec := &scaleRecorder{start: cfg.Start, first: map[int]time.Time{}}
+	// The sink's own process-wide client, with the recorder in front of its connection.
+	v2Clients.dial = func(ctx context.Context, opts ...option.ClientOption) (*cloudtasks.Client, error) {
+		return cloudtasks.NewClient(ctx, append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(rec.intercept)))...)
+	}
+	q, err := NewQueue(scaleProject, scaleLocation, scaleQueueName(0))
+	if err != nil {
+		return scaleWorkerResult{}, err
+	}
+	cfgSink := Config{HTTP: &HTTPTarget{URL: "http://127.0.0.1:1/", Body: formats.JSON()}, EmulatorEndpoint: cfg.Addr}
+	if cfg.Queues > 1 {
+		cfgSink.QueueFn = scaleQueueOf
+	} else {
+		cfgSink.Queue = q
+	}
+	spec, err := compile(cfgSink, typeOf(scaleTask{}))
+	if err != nil {
+		return scaleWorkerResult{}, err
+	}
+	time.Sleep(time.Until(cfg.Start))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failed int
+	var firstErr error
+	started := make([]time.Time, cfg.Instances)
+	for i := range cfg.Instances {
+		wg.Go(func() {
+			started[i] = time.Now()
+			f, err := scaleInstance(cfg, spec, i)
+			mu.Lock()
+			defer mu.Unlock()
+			failed += f
+			if err != nil && firstErr == nil {
+				firstErr = err
+			}
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	res := rec.res
+	res.Duration = time.Since(cfg.Start)
+	res.FailedBundles = failed
+	for i := range cfg.Instances {
+		if at, ok := rec.first[i]; ok {
+			res.FirstWaits = append(res.FirstWaits, at.Sub(started[i]))
+		}
+	}
+	for _, n := range res.CreatedSlots {
+		res.Created += n
+	}
+	return res, firstErr
+}
+
+// scaleMaxReplays bounds the attempts of one bundle.
+const scaleMaxReplays = 20
+
+// scaleInstance runs one DoFn instance's bundles and returns how many bundle attempts failed.
+func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (failed int, err error) {
+	f := &writeFn{Spec: spec}
+	if err := f.Setup(); err != nil {
+		return 0, err
+	}
+	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), fmt.Sprint("instance-", instance)), "write")
+	emit := func(beam.EventTime, deadletter.FailedElement) {}
+	// The tasks are spread as evenly as they go over every instance of every worker.
+	all := cfg.Workers * cfg.Instances
+	g := cfg.Worker*cfg.Instances + instance
+	tasks := cfg.Tasks / all
+	first := g*tasks + min(g, cfg.Tasks%all)
+	if g < cfg.Tasks%all {
+		tasks++
+	}
+	for b := 0; b < tasks; b += cfg.Bundle {
+		var bundle []scaleTask
+		for j := b; j < min(b+cfg.Bundle, tasks); j++ {
+			n := first + j
+			bundle = append(bundle, scaleTask{ID: strconv.Itoa(n), Queue: n % cfg.Queues, Key: "task-" + strconv.Itoa(n),
+				URL: fmt.Sprintf("http://127.0.0.1:1/?w=%d&i=%d", cfg.Worker, instance)})
+		}
+		for attempt := 0; ; attempt++ {
+			if attempt == scaleMaxReplays {
+				return failed, fmt.Errorf("a bundle of instance %d failed %d times", instance, scaleMaxReplays)
+			}
+			if err := scaleBundle(ctx, f, bundle, emit); err == nil {
+				break
+			}
+			failed++
+		}
+	}
+	return failed, nil
+}
+
+func scaleBundle(ctx context.Context, f *writeFn, bundle []scaleTask, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	if err := f.StartBundle(ctx, emit); err != nil {
+		return err
+	}
+	for _, t := range bundle {
+		if err := f.ProcessElement(ctx, 0, t, emit); err != nil {
+			return errors.Join(err, f.FinishBundle(ctx, emit))
+		}
+	}
+	return f.FinishBundle(ctx, emit)
+}
+
+// scaleResult is one case's figures.
+type scaleResult struct {
+	CreatesPerSec   float64
+	QuotaShare      float64 // of the quota of the queues written to; NaN without a quota
+	RejectedPerTask float64
+	T90             time.Duration // first time the created rate over 500 ms reached 90% of the quota; -1: never
+	ProcShares      []float64     // each process's created rate over its run, as a share of the sum
+	Jain            float64       // Jain's fairness index of those rates
+	FailedBundles   int
+	FirstWaitP50    time.Duration
+	FirstWaitP99    time.Duration
+	MaxRSSMiB       float64 // the largest worker's peak RSS
+	Created         int
+	Wall            time.Duration
+	CreatedPerSlot  []int
+}
+
+// BenchmarkScale runs the multi-process harness; see the top of this file. One iteration per
+// case is enough: the figures are per run, not per operation.
+func BenchmarkScale(b *testing.B) {
+	sets := scaleSets()
+	var cases []scaleCase
+	names := os.Getenv(scaleSetEnv)
+	if names == "" {
+		names = "quick"
+	}
+	for _, name := range strings.Split(names, ",") {
+		name = strings.TrimSpace(name)
+		if name == "all" {
+			for _, n := range []string{"full", "goal", "queues", "memory"} {
+				cases = append(cases, sets[n]...)
+			}
+			continue
+		}
+		set, ok := sets[name]
+		if !ok {
+			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, queues, memory or all, comma separated", scaleSetEnv, names, name)
+		}
+		cases = append(cases, set...)
+	}
+	emulator := buildScaleEmulator(b)
+	var series []perfchart.Series
+	for _, c := range cases {
+		b.Run(c.Name+"/"+c.String(), func(b *testing.B) {
+			var r scaleResult
+			for b.Loop() {
+				r = runScaleCase(b, emulator, c)
+			}
+			b.ReportMetric(r.CreatesPerSec, "creates/s")
+			if !math.IsNaN(r.QuotaShare) {
+				b.ReportMetric(100*r.QuotaShare, "%-of-quota")
+				b.ReportMetric(r.T90.Seconds(), "s-to-90%")
+			}
+			b.ReportMetric(r.RejectedPerTask, "rejected/task")
+			b.ReportMetric(r.Jain, "jain-fairness")
+			b.ReportMetric(float64(r.FailedBundles), "failed-bundles")
+			b.ReportMetric(float64(r.FirstWaitP50.Microseconds())/1000, "first-wait-p50-ms")
+			b.ReportMetric(float64(r.FirstWaitP99.Microseconds())/1000, "first-wait-p99-ms")
+			b.ReportMetric(r.MaxRSSMiB, "max-rss-MiB")
+			b.Logf("process shares %v", fmtShares(r.ProcShares))
+			if r.Created != c.Tasks {
+				b.Errorf("%d tasks created, want %d", r.Created, c.Tasks)
+			}
+			writeScaleRow(b, c, r)
+			var pts []perfchart.Point
+			for i, n := range r.CreatedPerSlot {
+				pts = append(pts, perfchart.Point{X: (float64(i) + 0.5) * scaleSlot.Seconds(), Y: float64(n) / scaleSlot.Seconds()})
+			}
+			if len(pts) > 0 {
+				series = append(series, perfchart.Series{Name: c.String(), Points: pts})
+			}
+		})
+	}
+	if path := os.Getenv(scaleSeriesEnv); path != "" && len(series) > 0 {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatalf("%s: %v", scaleSeriesEnv, err)
+		}
+		defer f.Close()
+		if err := perfchart.WriteCSV(f, []perfchart.Panel{{Title: "created/s", Series: series}}); err != nil {
+			b.Fatalf("%s: %v", scaleSeriesEnv, err)
+		}
+	}
+}
+
+func fmtShares(s []float64) string {
+	parts := make([]string, len(s))
+	for i, v := range s {
+		parts[i] = fmt.Sprintf("%.1f%%", 100*v)
+	}
+	return strings.Join(parts, " ")
+}
+
+// buildScaleEmulator builds the standalone emulator command once, into the benchmark's
+// temporary directory.
+func buildScaleEmulator(b *testing.B) string {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "cloudtasks-emulator")
+	cmd := exec.Command("go", "build", "-o", bin, "./cloudtaskstest/cmd/cloudtasks-emulator")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building the emulator: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startScaleEmulator starts the emulator in a process of its own and returns its address.
+func startScaleEmulator(b *testing.B, bin string, c scaleCase) string {
+	b.Helper()
+	args := []string{"-port", "0", "-no-dispatch", "-log-level", "warn", "-create-latency", c.Latency.String()}
+	if c.Quota > 0 {
+		args = append(args, "-create-quota", fmt.Sprintf("%v/%d", c.Quota, c.Burst))
+	}
+	if c.Queues == 1 {
+		args = append(args, "-queue", fmt.Sprintf("projects/%s/locations/%s/queues/%s", scaleProject, scaleLocation, scaleQueueName(0)))
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "cloudtasks-emulator listening on ")
+	if err != nil || !ok {
+		b.Fatalf("the emulator did not say where it listens: %q %v", line, err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, out) }()
+	if c.Queues > 1 {
+		createScaleQueues(b, addr, c.Queues)
+	}
+	return addr
+}
+
+// createScaleQueues creates the queues of a multi-queue case through the API.
+func createScaleQueues(b *testing.B, addr string, n int) {
+	b.Helper()
+	ctx := context.Background()
+	client, err := cloudtasks.NewClient(ctx, option.WithEndpoint(addr), option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	next := make(chan int)
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				_, err := client.CreateQueue(ctx, &cloudtaskspb.CreateQueueRequest{
+					Parent: fmt.Sprintf("projects/%s/locations/%s", scaleProject, scaleLocation),
+					Queue:  &cloudtaskspb.Queue{Name: fmt.Sprintf("projects/%s/locations/%s/queues/%s", scaleProject, scaleLocation, scaleQueueName(i))},
+				})
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		})
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatalf("creating the queues: %v", err)
+	default:
+	}
+}
+
+// runScaleCase runs c once: a fresh emulator, then the workers.
+func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
+	addr := startScaleEmulator(b, emulator, c)
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	perInstance := max(1, c.Tasks/(c.Procs*c.Instances))
+	// Give the workers time to start (a test binary of this package takes a moment) so that
+	// they begin together, as the workers of a job that starts.
+	start := time.Now().Add(time.Second + time.Duration(c.Procs)*200*time.Millisecond)
+	results := make([]scaleWorkerResult, c.Procs)
+	var wg sync.WaitGroup
+	for k := range c.Procs {
+		cfg := scaleWorkerConfig{Addr: addr, Worker: k, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Queues: c.Queues,
+			Bundle: min(perInstance, 500), Start: start}
+		js, _ := json.Marshal(cfg)
+		cmd := exec.Command(self)
+		cmd.Env = append(os.Environ(), scaleWorkerEnv+"="+string(js))
+		cmd.Stderr = os.Stderr
+		wg.Go(func() {
+			out, err := cmd.Output()
+			var r scaleWorkerResult
+			if jerr := json.Unmarshal(lastLine(out), &r); jerr != nil {
+				r.Err = fmt.Sprintf("worker %d: %v; output %q", k, errors.Join(err, jerr), out)
+			}
+			results[k] = r
+		})
+	}
+	wg.Wait()
+	for k, r := range results {
+		if r.Err != "" {
+			b.Fatalf("worker %d: %s", k, r.Err)
+		}
+	}
+	return summarizeScale(c, results)
+}
+
+func lastLine(out []byte) []byte {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return []byte(lines[len(lines)-1])
+}
+
+// summarizeScale turns the workers' results into the case's figures.
+func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
+	var r scaleResult
+	var rejected int
+	var waits []time.Duration
+	var rates []float64
+	for _, w := range rs {
+		r.Created += w.Created
+		rejected += w.Rejected
+		r.FailedBundles += w.FailedBundles
+		waits = append(waits, w.FirstWaits...)
+		r.Wall = max(r.Wall, w.Duration)
+		r.MaxRSSMiB = max(r.MaxRSSMiB, float64(w.MaxRSSKiB)/1024)
+		rates = append(rates, float64(w.Created)/w.Duration.Seconds())
+		for i, n := range w.CreatedSlots {
+			for len(r.CreatedPerSlot) <= i {
+				r.CreatedPerSlot = append(r.CreatedPerSlot, 0)
+			}
+			r.CreatedPerSlot[i] += n
+		}
+	}
+	r.CreatesPerSec = float64(r.Created) / r.Wall.Seconds()
+	r.RejectedPerTask = float64(rejected) / float64(max(r.Created, 1))
+	r.QuotaShare, r.T90 = math.NaN(), -1
+	if c.Quota > 0 {
+		quota := c.Quota * float64(min(c.Queues, c.Tasks))
+		r.QuotaShare = r.CreatesPerSec / quota
+		const window = 5 // slots: 500 ms
+		for i := range r.CreatedPerSlot {
+			sum := 0
+			for j := max(0, i-window+1); j <= i; j++ {
+				sum += r.CreatedPerSlot[j]
+			}
+			if float64(sum) >= 0.9*quota*window*scaleSlot.Seconds() {
+				r.T90 = time.Duration(i+1) * scaleSlot
+				break
+			}
+		}
+	}
+	var sum, sq float64
+	for _, x := range rates {
+		sum += x
+		sq += x * x
+	}
+	for _, x := range rates {
+		r.ProcShares = append(r.ProcShares, x/sum)
+	}
+	r.Jain = sum * sum / (float64(len(rates)) * sq)
+	slices.Sort(waits)
+	r.FirstWaitP50, r.FirstWaitP99 = percentile(waits, 0.50), percentile(waits, 0.99)
+	return r
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(p*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// writeScaleRow appends c's figures to the CSV file CLOUDTASKSIO_SCALE_OUT names, with a header
+// when the file is new.
+func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
+	path := os.Getenv(scaleOutEnv)
+	if path == "" {
+		return
+	}
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		b.Fatalf("%s: %v", scaleOutEnv, err)
+	}
+	defer f.Close()
+	w := csv.NewWriter(f)
+	if os.IsNotExist(statErr) {
+		_ = w.Write([]string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
+			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s"})
+	}
+	shares := slices.Clone(r.ProcShares)
+	sort.Float64s(shares)
+	_ = w.Write([]string{c.Name, strconv.Itoa(c.Procs), strconv.Itoa(c.Instances), strconv.Itoa(c.Tasks), strconv.Itoa(c.Queues),
+		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
+		f1(r.T90.Seconds()), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
+		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds())})
+	w.Flush()
+	if err := w.Error(); err != nil {
+		b.Fatalf("%s: %v", scaleOutEnv, err)
+	}
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f3(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
