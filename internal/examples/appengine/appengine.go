@@ -90,8 +90,7 @@ func Config(cloudTasksEndpoint string) cloudtasksio.Config {
 		AppEngine: &cloudtasksio.AppEngineTarget{
 			RelativeURI: RelativeURI,
 			Routing:     &routing,
-			Headers:     map[string]string{"Content-Type": "application/json"},
-			Body:        formats.JSON(),
+			Body:        formats.JSON(), // sent as Content-Type: application/json
 		},
 		EmulatorEndpoint: cloudTasksEndpoint,
 	}

@@ -124,9 +124,8 @@ func Config(cloudTasksEndpoint string, set Settings) cloudtasksio.Config {
 	return cloudtasksio.Config{
 		Queue: set.Queue,
 		HTTP: &cloudtasksio.HTTPTarget{
-			URL:     FulfilmentURL,
-			Headers: map[string]string{"Content-Type": "application/json"},
-			Body:    formats.JSON(),
+			URL:  FulfilmentURL,
+			Body: formats.JSON(), // sent as Content-Type: application/json
 		},
 		TaskIDFn:         OrderTaskKey,
 		OnFailure:        cloudtasksio.DeadLetter,

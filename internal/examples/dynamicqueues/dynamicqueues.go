@@ -86,9 +86,8 @@ func Config(cloudTasksEndpoint string) cloudtasksio.Config {
 	return cloudtasksio.Config{
 		QueueFn: QueueForOrder,
 		HTTP: &cloudtasksio.HTTPTarget{
-			URL:     "https://fulfilment.example.com/orders",
-			Headers: map[string]string{"Content-Type": "application/json"},
-			Body:    formats.JSON(),
+			URL:  "https://fulfilment.example.com/orders",
+			Body: formats.JSON(), // sent as Content-Type: application/json
 		},
 		Writer:           cloudtasksio.WriterOptions{PerDestinationMetrics: true},
 		OnFailure:        cloudtasksio.LogAndDrop,

@@ -62,9 +62,8 @@ func Config(cloudTasksEndpoint string, keyed bool) cloudtasksio.Config {
 	cfg := cloudtasksio.Config{
 		Queue: RandomQueue,
 		HTTP: &cloudtasksio.HTTPTarget{
-			URL:     "https://payments.example.com/settle",
-			Headers: map[string]string{"Content-Type": "application/json"},
-			Body:    formats.JSON(),
+			URL:  "https://payments.example.com/settle",
+			Body: formats.JSON(), // sent as Content-Type: application/json
 		},
 		Delivery:         cloudtasksio.ExactlyOnce,
 		EmulatorEndpoint: cloudTasksEndpoint,

@@ -35,9 +35,8 @@ func Pipeline(n int, queue cloudtasksio.Queue, url, emulator string) *beam.Pipel
 	deadLetters := cloudtasksio.Write(s, cloudtasksio.Config{
 		Queue: queue,
 		HTTP: &cloudtasksio.HTTPTarget{
-			URL:     url,
-			Headers: map[string]string{"Content-Type": "application/json"},
-			Body:    formats.JSON(),
+			URL:  url,
+			Body: formats.JSON(), // sent as Content-Type: application/json
 		},
 		OnFailure:        cloudtasksio.DeadLetter,
 		EmulatorEndpoint: emulator,
