@@ -326,10 +326,15 @@ type OptionError struct {
 	Reason string
 }
 
-// Error returns `cloudtasksio: option "<key>": <reason>`.
+// Error returns `cloudtasksio: option "<key>": <reason>`, with a long key cut short
+// (boundedtext.Quote) and the reason cut to maxReasonBytes: neither repeats a huge input in
+// full.
 func (e *OptionError) Error() string {
-	return "cloudtasksio: option " + strconv.Quote(e.Key) + ": " + e.Reason
+	return "cloudtasksio: option " + boundedtext.Quote(e.Key) + ": " + boundedtext.Cut(e.Reason, maxReasonBytes)
 }
+
+// maxReasonBytes bounds the reason an OptionError prints.
+const maxReasonBytes = 1024
 
 func optErr(key, format string, args ...any) *OptionError {
 	return &OptionError{Key: key, Reason: fmt.Sprintf(format, args...)}

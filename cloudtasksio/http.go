@@ -10,6 +10,8 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // This file is the HTTP target family: its configuration, its rules, how it builds a task's
@@ -86,9 +88,16 @@ func (t *HTTPTarget) validate() error {
 		return errFields([]string{"HTTP.OAuth.ServiceAccountEmail", "HTTP.OAuth"}, func(n namer) string {
 			return n("HTTP.OAuth.ServiceAccountEmail") + " is blank; it names the service account whose OAuth token Cloud Tasks sends"
 		})
+	case t.OIDC != nil && !gcpconn.ValidEmail(t.OIDC.ServiceAccountEmail):
+		return errField("HTTP.OIDC.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OIDC.ServiceAccountEmail), gcpconn.MaxEmailBytes)
+	case t.OAuth != nil && !gcpconn.ValidEmail(t.OAuth.ServiceAccountEmail):
+		return errField("HTTP.OAuth.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OAuth.ServiceAccountEmail), gcpconn.MaxEmailBytes)
 	}
 	return nil
 }
+
+// badEmail is the message of a token's service-account e-mail that cannot be one.
+const badEmail = "%s is not a service-account e-mail address (name@project.iam.gserviceaccount.com, at most %d bytes)"
 
 // compile requires a URL: the fixed one, or a url field on every element.
 func (t *HTTPTarget) compile(s *bodyformat.Schema) error {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Queue identifies a Cloud Tasks queue. Queues are regional, so the location is part of the
@@ -35,7 +37,7 @@ func NewQueue(project, location, name string) (Queue, error) {
 func ParseQueue(path string) (Queue, error) {
 	parts := strings.Split(path, "/")
 	if len(parts) != 6 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "queues" {
-		return Queue{}, fmt.Errorf("cloudtasksio: queue path %q is not of the form projects/P/locations/L/queues/Q", path)
+		return Queue{}, fmt.Errorf("cloudtasksio: queue path %s is not of the form projects/P/locations/L/queues/Q", boundedtext.Quote(path))
 	}
 	return NewQueue(parts[1], parts[3], parts[5])
 }
@@ -70,28 +72,37 @@ func (q Queue) check() *fieldError {
 		case strings.TrimSpace(p.value) == "":
 			return errField(p.field, "is blank")
 		case strings.ContainsAny(p.value, "/"):
-			return errField(p.field, "%q contains '/'; it must be a %s (%s)", p.value, p.what, p.rule)
+			return errField(p.field, "%s contains '/'; it must be a %s (%s)", boundedtext.Quote(p.value), p.what, p.rule)
 		case strings.IndexFunc(p.value, isSpace) >= 0:
-			return errField(p.field, "%q contains whitespace; it must be a %s (%s)", p.value, p.what, p.rule)
+			return errField(p.field, "%s contains whitespace; it must be a %s (%s)", boundedtext.Quote(p.value), p.what, p.rule)
 		}
 	}
-	if !validProject(q.Project) {
-		return errField("Queue.Project", "%q must be a project id (%s)", q.Project, projectRule)
+	if len(q.Project) > maxProjectBytes || !validProject(q.Project) {
+		return errField("Queue.Project", "%s must be a project id (%s)", boundedtext.Quote(q.Project), projectRule)
 	}
-	if !allRunes(q.Location, isLocationRune) {
-		return errField("Queue.Location", "%q must be a location id (%s)", q.Location, locationRule)
+	if len(q.Location) > maxLocationBytes || !allRunes(q.Location, isLocationRune) {
+		return errField("Queue.Location", "%s must be a location id (%s)", boundedtext.Quote(q.Location), locationRule)
 	}
-	if len(q.Name) > 100 || !allRunes(q.Name, isQueueIDRune) {
-		return errField("Queue.Name", "%q must be a queue id (%s)", q.Name, queueIDRule)
+	if len(q.Name) > maxQueueIDBytes || !allRunes(q.Name, isQueueIDRune) {
+		return errField("Queue.Name", "%s must be a queue id (%s)", boundedtext.Quote(q.Name), queueIDRule)
 	}
 	return nil
 }
 
 // The rules of the three queue parts, as errors and docs state them.
 const (
-	projectRule  = `letters, digits and hyphens, or the legacy domain-scoped form "example.com:my-project"`
-	locationRule = "lowercase letters, digits and hyphens, for example us-central1"
+	projectRule  = `letters, digits and hyphens, or the legacy domain-scoped form "example.com:my-project"; at most 100`
+	locationRule = "lowercase letters, digits and hyphens, for example us-central1; at most 63"
 	queueIDRule  = "letters, digits and hyphens, at most 100"
+)
+
+// The longest part of a queue path the sink accepts: a queue id has at most 100 characters
+// (the Cloud Tasks API); a project id, domain-scoped or not, fits in 100 (Google Cloud's
+// limit, as gcpconn.ValidProject applies it); a location id is one DNS label (63).
+const (
+	maxProjectBytes  = 100
+	maxLocationBytes = 63
+	maxQueueIDBytes  = 100
 )
 
 // validProject accepts a project id (letters, digits, hyphens) optionally preceded by a

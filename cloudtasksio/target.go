@@ -12,6 +12,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // This file holds the rules both target families share and the interface the task builder
@@ -212,19 +213,19 @@ func headerProblem(headers map[string]string, reserved func(folded string) bool)
 		}
 		for i := 0; i < len(name); i++ {
 			if !isTokenByte(name[i]) {
-				return name, fmt.Sprintf("header name %q is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+				return name, fmt.Sprintf("header name %s is not a valid HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", boundedtext.Quote(name))
 			}
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
-			return name, fmt.Sprintf("header %q has a value with CR, LF or NUL", name)
+			return name, fmt.Sprintf("header %s has a value with CR, LF or NUL", boundedtext.Quote(name))
 		}
 		folded := strings.ToLower(name)
 		if other, dup := seen[folded]; dup {
-			return name, fmt.Sprintf("has headers %q and %q, which are the same name ignoring case (header names ignore case; keep one)", other, name)
+			return name, fmt.Sprintf("has headers %s and %s, which are the same name ignoring case (header names ignore case; keep one)", boundedtext.Quote(other), boundedtext.Quote(name))
 		}
 		seen[folded] = name
 		if reserved != nil && reserved(folded) {
-			return name, fmt.Sprintf("header %q is set by Cloud Tasks or App Engine and cannot be overridden", name)
+			return name, fmt.Sprintf("header %s is set by Cloud Tasks or App Engine and cannot be overridden", boundedtext.Quote(name))
 		}
 		total += len(name) + len(value)
 	}

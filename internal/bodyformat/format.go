@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // FormContentType is the Content-Type the form-urlencoded format sets on every task it encodes.
@@ -221,14 +222,14 @@ func parse(f formats.Format) (spec, EncoderFactory, error) {
 	}
 	s, ok := lookup(f.Name)
 	if !ok {
-		return spec{}, nil, fmt.Errorf("formats: unknown format %q; known formats: %s", f.Name, strings.Join(Names(), ", "))
+		return spec{}, nil, fmt.Errorf("formats: unknown format %s; known formats: %s", boundedtext.Quote(f.Name), strings.Join(Names(), ", "))
 	}
 	for k := range f.Options {
 		if !slices.Contains(s.options, k) {
 			if len(s.options) == 0 {
-				return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %q; it takes no options", f.Name, k), k)
+				return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %s; it takes no options", f.Name, boundedtext.Quote(k)), k)
 			}
-			return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %q; known options: %s", f.Name, k, strings.Join(s.options, ", ")), k)
+			return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %s; known options: %s", f.Name, boundedtext.Quote(k), strings.Join(s.options, ", ")), k)
 		}
 	}
 	p, err := s.parserOf()

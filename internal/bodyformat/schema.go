@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // Metadata keys: the values of a `cloudtasks:"<key>"` struct tag. A field carrying one of these
@@ -112,7 +114,7 @@ func (f Field) Describe() string {
 	case f.Index < 0:
 		return "the element value"
 	case f.Name != f.GoName:
-		return fmt.Sprintf("field %s (body name %q)", f.GoName, f.Name)
+		return fmt.Sprintf("field %s (body name %s)", f.GoName, boundedtext.Quote(f.Name))
 	}
 	return "field " + f.GoName
 }
@@ -185,7 +187,7 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 			continue
 		}
 		if other, dup := names[name]; dup {
-			return nil, fmt.Errorf("formats: fields %s and %s of %s both have the body name %q", other, sf.Name, t, name)
+			return nil, fmt.Errorf("formats: fields %s and %s of %s both have the body name %s", other, sf.Name, t, boundedtext.Quote(name))
 		}
 		names[name] = sf.Name
 		s.body = append(s.body, Field{Name: name, GoName: sf.Name, Index: i, Type: sf.Type, jsonTag: jsonTag})
@@ -194,7 +196,7 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 }
 
 func (s *Schema) addMeta(sf reflect.StructField, index int, key string) error {
-	where := fmt.Sprintf("field %s (%s:%q) of %s", sf.Name, TagName, key, s.typ)
+	where := fmt.Sprintf("field %s (%s:%s) of %s", sf.Name, TagName, boundedtext.Quote(key), s.typ)
 	i := slices.IndexFunc(keySpecs, func(k keySpec) bool { return k.key == key })
 	if i < 0 {
 		return fmt.Errorf("formats: %s: unknown metadata key; known keys: %s", where, strings.Join(Keys(), ", "))
@@ -313,8 +315,8 @@ func (s *Schema) MetadataKeys() []string {
 func (s *Schema) CheckKeys(allowed []string, by string) error {
 	for _, m := range s.meta {
 		if !slices.Contains(allowed, m.key) {
-			return fmt.Errorf("formats: field %s (%s:%q) of %s: key is not accepted by %s",
-				m.goName, TagName, m.key, s.typ, by)
+			return fmt.Errorf("formats: field %s (%s:%s) of %s: key is not accepted by %s",
+				m.goName, TagName, boundedtext.Quote(m.key), s.typ, by)
 		}
 	}
 	return nil

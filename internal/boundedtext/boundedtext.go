@@ -3,7 +3,10 @@
 // UTF-8 sequence, ending with one marker so a reader sees the text was cut.
 package boundedtext
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
 
 // Marker ends every text Cut has shortened.
 const Marker = "...[truncated]"
@@ -21,3 +24,11 @@ func Cut(s string, n int) string {
 	}
 	return s[:cut] + Marker
 }
+
+// MaxEcho is how many bytes of a rejected value an error repeats: enough to recognise the
+// value, never a whole mistaken or hostile megabyte.
+const MaxEcho = 120
+
+// Quote returns s as a Go double-quoted string for an error message, first cut to MaxEcho
+// bytes by Cut. Use it for every value an error repeats that came from a user.
+func Quote(s string) string { return strconv.Quote(Cut(s, MaxEcho)) }

@@ -75,3 +75,11 @@ func FuzzCut(f *testing.F) {
 		}
 	})
 }
+
+func TestQuoteCutsALongValueAndQuotesIt(t *testing.T) {
+	assert.Equal(t, `"orders"`, Quote("orders"))
+	assert.Equal(t, `"a\x00b"`, Quote("a\x00b"), "control characters are escaped, not printed")
+	long := Quote(strings.Repeat("q", 1<<20))
+	assert.LessOrEqual(t, len(long), MaxEcho+2)
+	assert.True(t, strings.HasSuffix(long, Marker+`"`))
+}

@@ -35,6 +35,25 @@ func (c Connection) CheckCredentials(n SettingNames) error {
 	if c.KeyFile != "" && strings.TrimSpace(c.KeyFile) == "" {
 		return &SettingError{Name: n.KeyFile, Reason: "is blank; leave it empty for application-default credentials or give a path"}
 	}
+	if err := CheckPath(n.KeyFile, c.KeyFile); err != nil {
+		return err
+	}
+	return nil
+}
+
+// MaxPathBytes is the longest file path a setting may hold: 4096 bytes, Linux's PATH_MAX.
+const MaxPathBytes = 4096
+
+// CheckPath refuses a file path of the setting named name that no system can open: one with a
+// NUL byte, or longer than MaxPathBytes. An empty path passes. The error never repeats the
+// path: a mistaken path may hold what should have been the key itself.
+func CheckPath(name, path string) error {
+	switch {
+	case strings.IndexByte(path, 0) >= 0:
+		return &SettingError{Name: name, Reason: "contains a NUL byte, which no file path can hold"}
+	case len(path) > MaxPathBytes:
+		return &SettingError{Name: name, Reason: fmt.Sprintf("is %d bytes long; a file path has at most %d", len(path), MaxPathBytes)}
+	}
 	return nil
 }
 

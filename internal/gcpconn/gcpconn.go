@@ -22,17 +22,39 @@ import (
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // CheckEndpoint accepts an emulator endpoint of the form host:port, as net.SplitHostPort
 // splits it (so an IPv6 host is bracketed: "[::1]:8080"; an unbracketed "::1:8080" is
-// ambiguous and no client can dial it). It must contain no whitespace, the host must be
-// non-empty and contain no '/', and the port must be a decimal number in 1..65535. The error
-// quotes the endpoint (it is an address, not a secret) and says what is wrong.
+// ambiguous and no client can dial it). It must contain no whitespace or control character,
+// no scheme and no user info, the host must be non-empty, contain no '/' and be a valid DNS
+// length (at most 253 bytes, labels of at most 63), and the port must be a decimal number in
+// 1..65535. The error quotes the endpoint cut short (boundedtext.Quote), and never the user
+// info part of one given as "user:token@host:port", and says what is wrong.
 func CheckEndpoint(endpoint string) error {
-	bad := func(why string) error { return fmt.Errorf("%q is not host:port: %s", endpoint, why) }
+	shown := endpoint
+	if at := strings.LastIndexByte(endpoint, '@'); at >= 0 {
+		// Whatever stands before the '@' may be a password or a token: never repeat it.
+		shown = "<user info removed>@" + endpoint[at+1:]
+	}
+	bad := func(why string) error { return fmt.Errorf("%s is not host:port: %s", boundedtext.Quote(shown), why) }
+	if scheme, rest, ok := strings.Cut(endpoint, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, "/:@[") {
+		hint := "drop the scheme: the endpoint is host:port only"
+		if rest != "" && !strings.ContainsAny(rest, "@/") && len(rest) <= boundedtext.MaxEcho {
+			hint += ", here " + strconv.Quote(rest)
+		}
+		return bad(hint)
+	}
+	if strings.Contains(endpoint, "@") {
+		return bad("user info (user:password@) is not allowed; give host:port only")
+	}
 	if strings.IndexFunc(endpoint, unicode.IsSpace) >= 0 {
 		return bad("it contains whitespace")
+	}
+	if strings.IndexFunc(endpoint, unicode.IsControl) >= 0 {
+		return bad("it contains a control character")
 	}
 	if !strings.Contains(endpoint, ":") {
 		return bad("there is no ':'")
@@ -47,6 +69,10 @@ func CheckEndpoint(endpoint string) error {
 		return bad("the host is empty")
 	case strings.Contains(host, "/"):
 		return bad("the host contains '/'")
+	case len(host) > MaxHostBytes:
+		return bad(fmt.Sprintf("the host is %d bytes long; a host name has at most %d", len(host), MaxHostBytes))
+	case net.ParseIP(host) == nil && longLabel(host):
+		return bad(fmt.Sprintf("a label of the host (a part between dots) is over %d bytes", maxLabelBytes))
 	}
 	if portText == "" || len(portText) > 5 || strings.TrimLeft(portText, "0123456789") != "" {
 		return bad("the port is not a number in 1..65535")
@@ -55,6 +81,22 @@ func CheckEndpoint(endpoint string) error {
 		return bad("the port is not a number in 1..65535")
 	}
 	return nil
+}
+
+// MaxHostBytes is the longest host name DNS allows (RFC 1035): 253 bytes.
+const MaxHostBytes = 253
+
+// maxLabelBytes is the longest label of a host name (RFC 1035): 63 bytes.
+const maxLabelBytes = 63
+
+// longLabel reports whether a dot-separated label of host is over maxLabelBytes.
+func longLabel(host string) bool {
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) > maxLabelBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // EmulatorOptions are the client options for an emulator at endpoint: a plaintext connection

@@ -32,6 +32,27 @@ func TestCheckEndpoint(t *testing.T) {
 	}
 }
 
+func TestCheckEndpointSaysWhatToFixAndRepeatsNoSecret(t *testing.T) {
+	for _, c := range []struct{ endpoint, want, not string }{
+		{"http://127.0.0.1:8123", `drop the scheme: the endpoint is host:port only, here "127.0.0.1:8123"`, "bracket"},
+		{"https://localhost:8443/", "drop the scheme", "bracket"},
+		{"user:s3cr3t-token@host:443", "user info (user:password@) is not allowed", "s3cr3t-token"},
+		{"http://user:s3cr3t-token@host:443", "drop the scheme", "s3cr3t-token"},
+		{strings.Repeat("h", 1<<20) + ":443", "the host is 1048576 bytes long; a host name has at most 253", ""},
+		{strings.Repeat("a", 64) + ".example.com:443", "a label of the host (a part between dots) is over 63 bytes", ""},
+		{"local\x00host:443", "control character", ""},
+	} {
+		err := CheckEndpoint(c.endpoint)
+		require.Error(t, err, c.endpoint)
+		assert.Contains(t, err.Error(), c.want)
+		if c.not != "" {
+			assert.NotContains(t, err.Error(), c.not)
+		}
+		assert.Less(t, len(err.Error()), 512, "the endpoint is cut short")
+	}
+	assert.NoError(t, CheckEndpoint(strings.Repeat("a", 63)+".example.com:443"), "63-byte labels are fine")
+}
+
 func FuzzCheckEndpoint(f *testing.F) {
 	for _, s := range []string{"localhost:8123", "[::1]:80", "a:0", "a:65536", " a:1", "a/b:1"} {
 		f.Add(s)

@@ -8,6 +8,8 @@ import (
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/auth/credentials/impersonate"
 	"google.golang.org/api/option"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // ClientSettings are the client settings the sink and the dead-letter publisher share: where
@@ -92,21 +94,21 @@ func (s ClientSettings) Check(n SettingNames, emulator string, delegates []strin
 		}
 	}
 	if s.QuotaProject != "" && !ValidProject(s.QuotaProject) {
-		return bad(n.QuotaProject, "%q is not a project id; want lowercase letters, digits and hyphens, starting with a letter, or a project number", s.QuotaProject)
+		return bad(n.QuotaProject, "%s is not a project id; want lowercase letters, digits and hyphens, starting with a letter, or a project number", boundedtext.Quote(s.QuotaProject))
 	}
 	if s.ImpersonateServiceAccount != "" && !email(s.ImpersonateServiceAccount) {
-		return bad(n.ImpersonateServiceAccount, "%q is not a service-account e-mail address (name@project.iam.gserviceaccount.com)", s.ImpersonateServiceAccount)
+		return bad(n.ImpersonateServiceAccount, "%s is not a service-account e-mail address (name@project.iam.gserviceaccount.com, at most %d bytes)", boundedtext.Quote(s.ImpersonateServiceAccount), MaxEmailBytes)
 	}
 	if len(delegates) > 0 && s.ImpersonateServiceAccount == "" {
 		return bad(n.ImpersonateDelegates, "needs %s: delegates only relay the impersonation of a target service account", n.ImpersonateServiceAccount)
 	}
 	for i, d := range delegates {
 		if !email(d) {
-			return bad(n.ImpersonateDelegates, "entry %d (%q) is not a service-account e-mail address", i, d)
+			return bad(n.ImpersonateDelegates, "entry %d (%s) is not a service-account e-mail address (at most %d bytes)", i, boundedtext.Quote(d), MaxEmailBytes)
 		}
 	}
 	if s.UniverseDomain != "" && !domain(s.UniverseDomain) {
-		return bad(n.UniverseDomain, "%q is not a domain name such as \"googleapis.com\" (no scheme, port or path)", s.UniverseDomain)
+		return bad(n.UniverseDomain, "%s is not a domain name such as \"googleapis.com\" (no scheme, port or path; at most %d bytes)", boundedtext.Quote(s.UniverseDomain), MaxHostBytes)
 	}
 	return nil
 }
@@ -150,10 +152,23 @@ func ValidProject(p string) bool {
 // email accepts local@domain without whitespace or commas.
 func email(s string) bool {
 	local, dom, ok := strings.Cut(s, "@")
-	return ok && local != "" && domain(dom) && !strings.ContainsFunc(local, func(r rune) bool {
-		return unicode.IsSpace(r) || r == ',' || r == '@' || r == '/'
-	})
+	return ok && len(s) <= MaxEmailBytes && local != "" && len(local) <= maxEmailLocalBytes && domain(dom) &&
+		!strings.ContainsFunc(local, func(r rune) bool {
+			return unicode.IsSpace(r) || unicode.IsControl(r) || r == ',' || r == '@' || r == '/'
+		})
 }
+
+// MaxEmailBytes is the longest e-mail address (RFC 5321's path limit less its brackets): 254
+// bytes. Service-account e-mails are far shorter.
+const MaxEmailBytes = 254
+
+// maxEmailLocalBytes is the longest part before the '@' (RFC 5321): 64 bytes.
+const maxEmailLocalBytes = 64
+
+// ValidEmail reports whether s can be a service-account e-mail address: name@domain, with no
+// whitespace, control character, ',' or '/' in the name, dot-separated labels of letters,
+// digits and hyphens in the domain, at most MaxEmailBytes in all.
+func ValidEmail(s string) bool { return email(s) }
 
 // domain accepts dot-separated labels of letters, digits and hyphens.
 func domain(s string) bool {

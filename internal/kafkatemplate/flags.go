@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // The template's flags are shaped for Dataflow Flex Templates, whose launcher passes every
@@ -332,17 +333,17 @@ func flagOfKey(k string) string {
 			return "--" + f.Name
 		}
 		if name, ok := strings.CutPrefix(k, f.OptionKey); ok && strings.HasSuffix(f.OptionKey, ".") {
-			return fmt.Sprintf("--%s header %q", f.Name, name)
+			return fmt.Sprintf("--%s header %s", f.Name, boundedtext.Quote(name))
 		}
 	}
-	return fmt.Sprintf("option key %q", k) // set through Options.Sink, not a flag
+	return "option key " + boundedtext.Quote(k) // set through Options.Sink, not a flag
 }
 
 // sinkError turns a ConfigFromOptions error into one naming the flag.
 func sinkError(err error) error {
 	var oe *cloudtasksio.OptionError
 	if errors.As(err, &oe) {
-		return fmt.Errorf("%s: %s (option key %q)", flagOfKey(oe.Key), oe.Reason, oe.Key)
+		return fmt.Errorf("%s: %s (option key %s)", flagOfKey(oe.Key), boundedtext.Cut(oe.Reason, 1024), boundedtext.Quote(oe.Key))
 	}
 	return err
 }
@@ -465,12 +466,12 @@ func parseJSONObject(s string) ([][2]string, error) {
 			return nil, errors.New("a name is empty")
 		}
 		if seen[key] {
-			return nil, fmt.Errorf("name %q is given twice", key)
+			return nil, fmt.Errorf("name %s is given twice", boundedtext.Quote(key))
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("the value of %q is not valid JSON", key)
+			return nil, fmt.Errorf("the value of %s is not valid JSON", boundedtext.Quote(key))
 		}
 		var value string
 		switch {
@@ -480,7 +481,7 @@ func parseJSONObject(s string) ([][2]string, error) {
 		case json.Unmarshal(raw, new(json.Number)) == nil:
 			value = string(raw)
 		default:
-			return nil, fmt.Errorf("the value of %q must be a string, a number or a boolean", key)
+			return nil, fmt.Errorf("the value of %s must be a string, a number or a boolean", boundedtext.Quote(key))
 		}
 		out = append(out, [2]string{key, value})
 	}

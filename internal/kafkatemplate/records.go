@@ -12,6 +12,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // recordSpec says how record values are read. It is plain data, shipped inside the DoFns.
@@ -63,7 +64,7 @@ func (spec *recordSpec) read(r Record) (record, error) {
 	if name := spec.TaskIDField; name != "" {
 		raw, ok := fields[name]
 		if !ok || isNull(raw) {
-			return rec, fmt.Errorf("task id field %q is missing", name)
+			return rec, fmt.Errorf("task id field %s is missing", boundedtext.Quote(name))
 		}
 		var s string
 		switch {
@@ -71,17 +72,17 @@ func (spec *recordSpec) read(r Record) (record, error) {
 		case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
 			s = string(raw) // a number: its JSON text
 		default:
-			return rec, fmt.Errorf("task id field %q is not a string or a number", name)
+			return rec, fmt.Errorf("task id field %s is not a string or a number", boundedtext.Quote(name))
 		}
 		if s == "" {
-			return rec, fmt.Errorf("task id field %q is empty", name)
+			return rec, fmt.Errorf("task id field %s is empty", boundedtext.Quote(name))
 		}
 		rec.key = s
 	}
 	if name := spec.URLField; name != "" {
 		if raw, ok := fields[name]; ok && !isNull(raw) {
 			if err := json.Unmarshal(raw, &rec.url); err != nil {
-				return rec, fmt.Errorf("url field %q is not a string", name)
+				return rec, fmt.Errorf("url field %s is not a string", boundedtext.Quote(name))
 			}
 		}
 	}
@@ -89,11 +90,11 @@ func (spec *recordSpec) read(r Record) (record, error) {
 		if raw, ok := fields[name]; ok && !isNull(raw) {
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return rec, fmt.Errorf("schedule time field %q is not a string", name)
+				return rec, fmt.Errorf("schedule time field %s is not a string", boundedtext.Quote(name))
 			}
 			t, err := time.Parse(time.RFC3339, s)
 			if err != nil {
-				return rec, fmt.Errorf("schedule time field %q is not an RFC 3339 time such as 2026-05-01T09:30:00Z", name)
+				return rec, fmt.Errorf("schedule time field %s is not an RFC 3339 time such as 2026-05-01T09:30:00Z", boundedtext.Quote(name))
 			}
 			rec.scheduleTime = t
 		}
