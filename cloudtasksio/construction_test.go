@@ -187,9 +187,27 @@ func TestPlainElementTypesPerFormat(t *testing.T) {
 	}
 	assert.NoError(t, tryWrite(httpWith(formats.JSON()), `{"id":"1"}`))
 	assert.NoError(t, tryWrite(httpWith(formats.Raw()), "anything"))
-	assert.NoError(t, tryWrite(httpWith(formats.Avro(`"string"`)), "anything"))
 	assert.NoError(t, tryWrite(httpWith(formats.JSON()), []byte(`{"id":"1"}`)))
 	assert.ErrorContains(t, tryWrite(httpWith(formats.CSV()), "a,b"), "element type string has no fields to write as a record")
 	assert.ErrorContains(t, tryWrite(httpWith(formats.FormURLEncoded()), "a=b"), "element type string has no field names")
 	assert.ErrorContains(t, tryWrite(httpWith(formats.JSON()), 42), "element type int: want a struct, a pointer to a struct, a string or a []byte")
+}
+
+// The avro encoder lives in package formats/avro, which this test binary does not import: a
+// pipeline using the avro format fails at construction, naming the field and the import to add,
+// whether the format comes from formats.Avro or from the format option key.
+func TestAvroWithoutItsPackageIsAConstructionErrorNamingTheImport(t *testing.T) {
+	const importLine = `add the import _ "github.com/beam-cloudtasks/beam-cloudtasks/formats/avro"`
+	err := tryWrite(cloudtasksio.Config{Queue: testQueue,
+		HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/in", Body: formats.Avro(`{"type":"record","name":"O","fields":[{"name":"id","type":"string"}]}`)}},
+		order{ID: "1"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "HTTPTarget.Body")
+	assert.Contains(t, err.Error(), importLine)
+
+	_, err = cloudtasksio.ConfigFromOptions(map[string]string{"project": "p", "location": "l", "queue": "q",
+		"http.url": "https://example.com/in", "format": "avro", "avro.schema": `"string"`})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `option "format"`)
+	assert.Contains(t, err.Error(), importLine)
 }

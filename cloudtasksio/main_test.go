@@ -10,7 +10,6 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	_ "github.com/beam-cloudtasks/beam-cloudtasks/formats/avro" // the avro format's encoder, for the option tests
 )
 
 func init() {

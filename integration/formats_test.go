@@ -232,3 +232,22 @@ func TestFormatFormHeaderPrecedenceOnPrism(t *testing.T) {
 		"":           {"Content-Type": bodyformat.FormContentType, "X-Trace": "fixed", "X-Fixed": "kept"},
 	}, byBody, "an all-nil element still gets the form Content-Type, with an empty body")
 }
+
+// With formats/avro imported (above), the avro option keys are checked like any format's: a
+// missing or unparsable schema names avro.schema.
+func TestFormatAvroOptionErrorsNameTheSchemaKey(t *testing.T) {
+	base := map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": fmtURL, "format": "avro"}
+	_, err := cloudtasksio.ConfigFromOptions(base)
+	var oe *cloudtasksio.OptionError
+	require.ErrorAs(t, err, &oe)
+	assert.Contains(t, err.Error(), "avro.schema")
+
+	withSchema := map[string]string{"avro.schema": "{"}
+	for k, v := range base {
+		withSchema[k] = v
+	}
+	_, err = cloudtasksio.ConfigFromOptions(withSchema)
+	require.ErrorAs(t, err, &oe)
+	assert.Equal(t, "avro.schema", oe.Key)
+	assert.Contains(t, err.Error(), "does not parse")
+}
