@@ -106,36 +106,48 @@ var (
 // when fe.ElementType names another type than T (ErrElementType), or when the bytes do not
 // decode as exactly one T. A dead letter without ElementType is decoded as a T without the
 // type check.
-func DecodeElement[T any](fe FailedElement) (v T, err error) {
-	t := reflect.TypeFor[T]()
+func DecodeElement[T any](fe FailedElement) (T, error) {
+	var zero T
+	v, err := DecodeElementAs(fe, reflect.TypeFor[T]())
+	if err != nil {
+		return zero, err
+	}
+	return v.(T), nil
+}
+
+// DecodeElementAs is DecodeElement for a type known only at run time, as in a DoFn that
+// takes the type as a beam.EncodedType: the element is returned as an any holding a value of
+// type t.
+func DecodeElementAs(fe FailedElement, t reflect.Type) (v any, err error) {
+	if t == nil {
+		return nil, errors.New("deadletter: DecodeElement: the element type is nil")
+	}
 	want := ElementTypeName(t)
 	if len(fe.Element) == 0 {
-		return v, fmt.Errorf("deadletter: DecodeElement: %w (code %s)", ErrNoElement, boundedtext.Cut(fe.Code, 64))
+		return nil, fmt.Errorf("deadletter: DecodeElement: %w (code %s)", ErrNoElement, boundedtext.Cut(fe.Code, 64))
 	}
 	if fe.ElementType != "" && fe.ElementType != want {
-		return v, fmt.Errorf("deadletter: DecodeElement: %w: it holds a %s, not a %s", ErrElementType,
+		return nil, fmt.Errorf("deadletter: DecodeElement: %w: it holds a %s, not a %s", ErrElementType,
 			boundedtext.Cut(fe.ElementType, maxTypeNameInError), boundedtext.Cut(want, maxTypeNameInError))
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			var zero T
-			v, err = zero, fmt.Errorf("deadletter: DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
+			v, err = nil, fmt.Errorf("deadletter: DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
 				boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
 		}
 	}()
 	r := bytes.NewReader(fe.Element)
 	got, err := beam.NewElementDecoder(t).Decode(r)
 	if err != nil {
-		return v, fmt.Errorf("deadletter: DecodeElement: the %d element bytes do not decode as %s: %s", len(fe.Element),
+		return nil, fmt.Errorf("deadletter: DecodeElement: the %d element bytes do not decode as %s: %s", len(fe.Element),
 			boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(err.Error(), maxTypeNameInError))
 	}
 	if r.Len() != 0 {
-		return v, fmt.Errorf("deadletter: DecodeElement: the element bytes do not decode as one %s: %d of %d bytes are left over",
+		return nil, fmt.Errorf("deadletter: DecodeElement: the element bytes do not decode as one %s: %d of %d bytes are left over",
 			boundedtext.Cut(want, maxTypeNameInError), r.Len(), len(fe.Element))
 	}
-	v, ok := got.(T)
-	if !ok {
-		return v, fmt.Errorf("deadletter: DecodeElement: Beam's decoder for %s returned a %T", boundedtext.Cut(want, maxTypeNameInError), got)
+	if got == nil || reflect.TypeOf(got) != t {
+		return nil, fmt.Errorf("deadletter: DecodeElement: Beam's decoder for %s returned a %T", boundedtext.Cut(want, maxTypeNameInError), got)
 	}
-	return v, nil
+	return got, nil
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
 )
 
 // These tests run the examples' own code on prism, each against in-process servers of its
@@ -228,4 +229,40 @@ func TestExampleExactlyOnceKeyedRerunCreatesNothingAndRandomIDsDoNot(t *testing.
 	}
 	assert.True(t, res.RetentionSet)
 	assert.Contains(t, out.String(), "created 0, already there 3 -> queue holds 3 task(s)")
+}
+
+func TestExampleReplayWritesEachFixedOrderOnceAndASecondReplayNothing(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	ps := pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	var out bytes.Buffer
+	res, err := replay.Demo(context.Background(), exampleEnv(ct, &out), ps.Addr)
+	require.NoError(t, err)
+
+	assert.Equal(t, int64(4), res.DeadLetters.Published, "the dead-letter example's four dead letters")
+	for i, r := range []*replay.Result{res.First, res.Second} {
+		assert.Equal(t, int64(4), r.Replay[replay.MetricRead], "replay %d: dead letters read", i+1)
+		assert.Equal(t, int64(3), r.Replay[replay.MetricReplayed], "replay %d: fixed and written again", i+1)
+		assert.Equal(t, int64(1), r.Replay[replay.MetricLeftOut], "replay %d: the order without an id is left out", i+1)
+		assert.Equal(t, int64(4), r.Replay[replay.MetricAcknowledged], "replay %d", i+1)
+		assert.Equal(t, int64(3), r.Sink[cloudtasksio.MetricRecordsSend], "replay %d: tasks accepted", i+1)
+	}
+	assert.Equal(t, 3, res.First.Created, "the first replay creates the three fixed orders' tasks")
+	assert.Zero(t, res.Second.Created, "the second replay creates no duplicate")
+	assert.Equal(t, int64(3), res.Second.Sink[cloudtasksio.MetricTasksDeduplicated])
+
+	// The six orders the first run created and the three fixed ones, each once under its name.
+	names := map[string]bool{}
+	for _, task := range res.Second.Tasks {
+		names[task.GetName()] = true
+		assert.Equal(t, deadletters.FulfilmentURL, task.GetHttpRequest().GetUrl())
+		assert.Equal(t, cloudtaskspb.HttpMethod_POST, task.GetHttpRequest().GetHttpMethod())
+		assert.Less(t, len(task.GetHttpRequest().GetBody()), 2000, "the oversized note was cut")
+	}
+	assert.Len(t, names, 9)
+	for _, id := range []string{"1007", "1008", "1009"} {
+		assert.True(t, names[deadletters.DefaultSettings("").Queue.Path()+"/tasks/"+cloudtasksio.TaskID("order-"+id)], "order %s replayed", id)
+	}
+	assert.Contains(t, out.String(), "4 dead letter(s) read, 3 replayed, 1 left out by the fix, 0 not replayable; 4 acknowledged.")
+	assert.Contains(t, out.String(), "Cloud Tasks accepted 3 task(s), 3 of them already there (named); the queue gained 0 task(s).")
 }

@@ -1,0 +1,251 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/formats/avro"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
+)
+
+// Element types of the replay tests, one per body format. The first run's reject hook refuses
+// every task whose body holds "BAD"; the fix functions make it "GOOD". An http-method of
+// "FETCH" cannot become a task at all (SERIALIZATION); the fix clears it.
+type (
+	replayJSON struct {
+		ID     string `json:"id"`
+		Note   string `json:"note"`
+		Method string `cloudtasks:"http-method"`
+	}
+	replayCSV struct {
+		ID   string `json:"id"`
+		Note string `json:"note"`
+	}
+	replayForm struct {
+		ID   string `json:"id"`
+		Note string `json:"note"`
+	}
+	replayRaw struct {
+		Line string `json:"line"`
+		Key  string `cloudtasks:"task-id"` // raw names its tasks by field, the others by TaskIDFn
+	}
+	replayAvro struct {
+		ID   string `json:"id"`
+		Note string `json:"note"`
+	}
+)
+
+const replayAvroSchema = `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"note","type":"string"}]}`
+
+func init() {
+	for _, t := range []reflect.Type{reflect.TypeFor[replayJSON](), reflect.TypeFor[replayCSV](), reflect.TypeFor[replayForm](), reflect.TypeFor[replayRaw](), reflect.TypeFor[replayAvro]()} {
+		beam.RegisterType(t)
+	}
+	register.Function1x2(replayJSONKey)
+	register.Function1x2(replayCSVKey)
+	register.Function1x2(replayFormKey)
+	register.Function1x2(replayAvroKey)
+	register.Function2x2(fixReplayJSON)
+	register.Function2x2(fixReplayCSV)
+	register.Function2x2(fixReplayForm)
+	register.Function2x2(fixReplayRaw)
+	register.Function2x2(fixReplayAvro)
+}
+
+func replayJSONKey(o replayJSON) (string, error) { return "json-" + o.ID, nil }
+func replayCSVKey(o replayCSV) (string, error)   { return "csv-" + o.ID, nil }
+func replayFormKey(o replayForm) (string, error) { return "form-" + o.ID, nil }
+func replayAvroKey(o replayAvro) (string, error) { return "avro-" + o.ID, nil }
+
+func good(s string) string { return strings.ReplaceAll(s, "BAD", "GOOD") }
+
+func fixReplayJSON(_ deadletter.FailedElement, o replayJSON) (replayJSON, bool) {
+	o.Note = good(o.Note)
+	if o.Method == "FETCH" {
+		o.Method = ""
+	}
+	return o, true
+}
+func fixReplayCSV(_ deadletter.FailedElement, o replayCSV) (replayCSV, bool) {
+	o.Note = good(o.Note)
+	return o, true
+}
+func fixReplayForm(_ deadletter.FailedElement, o replayForm) (replayForm, bool) {
+	o.Note = good(o.Note)
+	return o, true
+}
+func fixReplayRaw(_ deadletter.FailedElement, o replayRaw) (replayRaw, bool) {
+	o.Line = good(o.Line)
+	return o, true
+}
+func fixReplayAvro(_ deadletter.FailedElement, o replayAvro) (replayAvro, bool) {
+	o.Note = good(o.Note)
+	return o, true
+}
+
+// replayCase is one format's round trip: elems are written with body, the dead letters go to
+// Pub/Sub, and fix replays them.
+type replayCase struct {
+	name     string
+	elem     reflect.Type
+	elems    []any
+	body     formats.Format
+	taskID   any
+	fix      any
+	wantDead map[string]int // dead letters by code
+}
+
+func replayCases() []replayCase {
+	return []replayCase{
+		{name: "json", elem: reflect.TypeFor[replayJSON](), body: formats.JSON(), taskID: replayJSONKey, fix: fixReplayJSON,
+			elems: []any{replayJSON{ID: "1", Note: "ok"}, replayJSON{ID: "2", Note: "BAD"}, replayJSON{ID: "3", Note: "ok"},
+				replayJSON{ID: "4", Note: "BAD too"}, replayJSON{ID: "5", Note: "ok", Method: "FETCH"}},
+			wantDead: map[string]int{cloudtasksio.CodeInvalidArgument: 2, cloudtasksio.CodeSerialization: 1}},
+		{name: "serialization", elem: reflect.TypeFor[replayJSON](), body: formats.JSON(), taskID: replayJSONKey, fix: fixReplayJSON,
+			elems:    []any{replayJSON{ID: "s1", Note: "ok"}, replayJSON{ID: "s2", Note: "ok", Method: "FETCH"}, replayJSON{ID: "s3", Note: "ok", Method: "FETCH"}},
+			wantDead: map[string]int{cloudtasksio.CodeSerialization: 2}},
+		{name: "csv", elem: reflect.TypeFor[replayCSV](), body: formats.CSV(), taskID: replayCSVKey, fix: fixReplayCSV,
+			elems:    []any{replayCSV{ID: "1", Note: "a,BAD"}, replayCSV{ID: "2", Note: "ok"}, replayCSV{ID: "3", Note: "BAD \"quoted\""}},
+			wantDead: map[string]int{cloudtasksio.CodeInvalidArgument: 2}},
+		{name: "form-urlencoded", elem: reflect.TypeFor[replayForm](), body: formats.FormURLEncoded(), taskID: replayFormKey, fix: fixReplayForm,
+			elems:    []any{replayForm{ID: "1", Note: "ok"}, replayForm{ID: "2", Note: "BAD & more"}},
+			wantDead: map[string]int{cloudtasksio.CodeInvalidArgument: 1}},
+		{name: "raw", elem: reflect.TypeFor[replayRaw](), body: formats.Raw(), fix: fixReplayRaw,
+			elems:    []any{replayRaw{Line: "line one BAD", Key: "raw-1"}, replayRaw{Line: "line two", Key: "raw-2"}, replayRaw{Line: "BAD\x00binary\xff", Key: "raw-3"}},
+			wantDead: map[string]int{cloudtasksio.CodeInvalidArgument: 2}},
+		{name: "avro", elem: reflect.TypeFor[replayAvro](), body: avro.Format(replayAvroSchema), taskID: replayAvroKey, fix: fixReplayAvro,
+			elems:    []any{replayAvro{ID: "1", Note: "BAD"}, replayAvro{ID: "2", Note: "ok"}},
+			wantDead: map[string]int{cloudtasksio.CodeInvalidArgument: 1}},
+	}
+}
+
+// TestReplayWritesEachDeadLetterAgainOnceForEveryFormat writes elements of each format with
+// some refused, publishes the dead letters to Pub/Sub, replays them from one subscription
+// (each becomes its task), then replays the same dead letters from a second subscription:
+// the second replay creates nothing, the named tasks absorbing it.
+func TestReplayWritesEachDeadLetterAgainOnceForEveryFormat(t *testing.T) {
+	for _, c := range replayCases() {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+			ct.Server.SetRejectFunc(func(req *cloudtaskspb.CreateTaskRequest) error {
+				if strings.Contains(string(req.GetTask().GetHttpRequest().GetBody()), "BAD") {
+					return fmt.Errorf("the test refuses bodies that hold BAD")
+				}
+				return nil
+			})
+			queue := cloudtasksio.Queue{Project: "demo-project", Location: "us-central1", Name: "replay-" + c.name}
+			tasksClient, err := ct.NewClient(ctx)
+			require.NoError(t, err)
+			defer tasksClient.Close()
+			require.NoError(t, exampleenv.EnsureQueue(ctx, tasksClient, queue, true))
+
+			ps := pstest.NewServer()
+			t.Cleanup(func() { ps.Close() })
+			topic := "projects/demo-project/topics/dead-letters"
+			subs := []string{"projects/demo-project/subscriptions/replay", "projects/demo-project/subscriptions/replay-again"}
+			_, err = ps.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: topic})
+			require.NoError(t, err)
+			for _, sub := range subs {
+				_, err = ps.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60})
+				require.NoError(t, err)
+			}
+
+			// The pipeline that dead-letters.
+			cfg := cloudtasksio.Config{Queue: queue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/replay", Body: c.body},
+				TaskIDFn: c.taskID, EmulatorEndpoint: ct.Endpoint, OnFailure: cloudtasksio.DeadLetter}
+			p, s := beam.NewPipelineWithRoot()
+			pub := pubsubdl.DefaultPubSubConfig(topic)
+			pub.EmulatorEndpoint = ps.Addr
+			pubsubdl.ToPubSub(s, pub, cloudtasksio.Write(s, cfg, beam.Create(s, c.elems...)))
+			_, err = ptest.RunWithMetrics(p)
+			require.NoError(t, err)
+			dead := 0
+			codes := map[string]int{}
+			for _, m := range ps.Messages() {
+				codes[m.Attributes[pubsubdl.AttrCode]]++
+				dead++
+			}
+			require.Equal(t, c.wantDead, codes, "the dead letters by code")
+			created := len(c.elems) - dead
+
+			// Two replays of the same dead letters, from two subscriptions.
+			cfg.OnFailure = cloudtasksio.FailBundle
+			for i, sub := range subs {
+				res, err := replay.Run(ctx, exampleEnv(ct, nil), replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1, Write: cfg, Fix: c.fix}, c.elem)
+				require.NoError(t, err, "replay %d", i+1)
+				assert.Equal(t, int64(dead), res.Replay[replay.MetricRead], "replay %d: dead letters read", i+1)
+				assert.Equal(t, int64(dead), res.Replay[replay.MetricReplayed], "replay %d: replayed", i+1)
+				assert.Equal(t, int64(dead), res.Replay[replay.MetricAcknowledged], "replay %d: acknowledged", i+1)
+				assert.Zero(t, res.Replay[replay.MetricNotReplayable], "replay %d", i+1)
+				if i == 0 {
+					assert.Equal(t, dead, res.Created, "the first replay creates each dead letter's task")
+					assert.Zero(t, res.Sink[cloudtasksio.MetricTasksDeduplicated])
+				} else {
+					assert.Zero(t, res.Created, "the second replay creates no duplicate")
+					assert.Equal(t, int64(dead), res.Sink[cloudtasksio.MetricTasksDeduplicated], "every task of the second replay was already there")
+				}
+				created += res.Created
+			}
+			tasks, err := exampleenv.ListTasks(ctx, tasksClient, queue)
+			require.NoError(t, err)
+			assert.Len(t, tasks, len(c.elems), "one task per element, none twice")
+			assert.Equal(t, len(c.elems), created)
+			names := map[string]bool{}
+			for _, task := range tasks {
+				assert.NotContains(t, string(task.GetHttpRequest().GetBody()), "BAD")
+				names[task.GetName()] = true
+			}
+			assert.Len(t, names, len(c.elems))
+
+			// The first subscription is drained: reading it again finds nothing.
+			res, err := replay.Run(ctx, exampleEnv(ct, nil), replay.Options{Subscription: subs[0], PubSubEndpoint: ps.Addr, EmptyPulls: 1, Write: cfg, Fix: c.fix}, c.elem)
+			require.NoError(t, err)
+			assert.Zero(t, res.Replay[replay.MetricRead])
+			assert.Zero(t, res.Created)
+		})
+	}
+}
+
+func TestReplayRefusesAWriteWithoutNamedTasksOrWithADroppingPolicy(t *testing.T) {
+	sub := "projects/p/subscriptions/s"
+	cfg := cloudtasksio.Config{Queue: cloudtasksio.Queue{Project: "p", Location: "l", Name: "q"},
+		HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/", Body: formats.JSON()}}
+	_, s := beam.NewPipelineWithRoot()
+	err := replay.Build(s, replay.Options{Subscription: sub, Write: cfg, Fix: fixReplayCSV}, reflect.TypeFor[replayCSV]())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "without named tasks")
+
+	cfg.TaskIDFn = replayCSVKey
+	cfg.OnFailure = cloudtasksio.DeadLetter
+	err = replay.Build(s, replay.Options{Subscription: sub, Write: cfg, Fix: fixReplayCSV}, reflect.TypeFor[replayCSV]())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Write.OnFailure")
+
+	cfg.OnFailure = cloudtasksio.FailBundle
+	err = replay.Build(s, replay.Options{Subscription: sub, Write: cfg, Fix: fixReplayForm}, reflect.TypeFor[replayCSV]())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "replay: Fix is a func(deadletter.FailedElement, integration.replayForm)")
+
+	err = replay.Build(s, replay.Options{Subscription: "subscriptions/s", Write: cfg, Fix: fixReplayCSV}, reflect.TypeFor[replayCSV]())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Subscription")
+}

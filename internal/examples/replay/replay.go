@@ -1,0 +1,394 @@
+// Package replay is the dead-letter replay example: a pipeline that reads the dead letters
+// of a cloudtasksio.Write from a Pub/Sub subscription, gives each element back with
+// deadletter.DecodeElement, lets one user function fix it or leave it out, and writes the
+// fixed elements again through cloudtasksio.Write with named tasks, so a replay (or a replay
+// run twice) creates no task twice.
+//
+// The program in examples/replay runs it on the dead letters of the dead-letter example; the
+// integration tests call Build and Run directly for elements of every body format.
+//
+// # Reading the subscription
+//
+// Beam Go has no Pub/Sub source outside Dataflow, so the replay reads with a bounded DoFn:
+// from one impulse it pulls the subscription with the Pub/Sub client (synchronous Pull, up
+// to 1,000 messages a call, each batch's ack deadline extended to 10 minutes) until
+// Options.MaxMessages dead letters were read or EmptyPulls pulls in a row returned nothing
+// (the subscription is drained). One worker reads; the elements are then spread over the
+// workers by a Reshuffle. Messages are acknowledged only after the whole Write has finished
+// (a side input of its output makes the acknowledging step wait for it): a replay that fails
+// acknowledges nothing, and the next run reads the same dead letters again, which the named
+// tasks make harmless. Dead letters that cannot be replayed (no element, another element
+// type, an unreadable message) are counted and left on the subscription.
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2"
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/api/option"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[pulled]())
+	register.DoFn3x1[context.Context, []byte, func(beam.EventTime, pulled), error](&pullFn{})
+	register.Emitter2[beam.EventTime, pulled]()
+	register.DoFn5x0[context.Context, beam.EventTime, pulled, func(beam.EventTime, beam.X), func(string)](&fixFn{})
+	register.Emitter2[beam.EventTime, beam.X]()
+	register.Emitter1[string]()
+	register.DoFn3x1[context.Context, string, func(*deadletter.FailedElement) bool, error](&ackFn{})
+	register.Iter1[deadletter.FailedElement]()
+}
+
+// MetricsNamespace is the namespace of the replay's counters (the Metric constants).
+const MetricsNamespace = "replay"
+
+// The replay's counters.
+const (
+	// MetricRead counts the dead letters read from the subscription.
+	MetricRead = "deadLettersRead"
+	// MetricReplayed counts the elements the fix function kept, written again.
+	MetricReplayed = "deadLettersReplayed"
+	// MetricLeftOut counts the dead letters the fix function left out (acknowledged, not
+	// written).
+	MetricLeftOut = "deadLettersLeftOut"
+	// MetricNotReplayable counts the dead letters that cannot be replayed: no element, an
+	// element of another type, or a message FromMessage cannot read. They stay on the
+	// subscription.
+	MetricNotReplayable = "deadLettersNotReplayable"
+	// MetricAcknowledged counts the messages acknowledged after the Write finished.
+	MetricAcknowledged = "deadLettersAcknowledged"
+)
+
+// DefaultEmptyPulls is Options.EmptyPulls when it is zero.
+const DefaultEmptyPulls = 3
+
+// Options configure a replay.
+type Options struct {
+	// Subscription ("projects/P/subscriptions/S") is read for dead letters published by
+	// pubsubdl.ToPubSub. Give the replay a subscription of its own: the messages it
+	// acknowledges are gone from it.
+	Subscription string
+	// PubSubEndpoint is a Pub/Sub emulator's "host:port"; empty reads the Pub/Sub service
+	// with application-default credentials.
+	PubSubEndpoint string
+	// MaxMessages bounds the dead letters one run reads; 0 reads until the subscription is
+	// drained.
+	MaxMessages int
+	// EmptyPulls is how many pulls in a row must return nothing for the subscription to
+	// count as drained; 0 means DefaultEmptyPulls. The Pub/Sub service may answer a pull
+	// with nothing while messages wait, so 1 may stop early.
+	EmptyPulls int
+	// Write is how the elements are written again, usually the configuration of the
+	// pipeline that dead-lettered them with OnFailure set back to FailBundle: an element
+	// that fails again fails the replay, which then acknowledges nothing, rather than
+	// becoming a dead letter of a dead letter. Its tasks must be named (TaskIDFn, or a
+	// cloudtasks:"task-id" field on the element type), so that an element that was created
+	// after all, or by an earlier replay, is not created twice.
+	Write cloudtasksio.Config
+	// Fix is the one function a replay is written for: a registered
+	// func(deadletter.FailedElement, T) (T, bool), T the element type. It gets each dead
+	// letter with its decoded element and returns the element to write again, or false to
+	// leave it out. It must be a top-level function registered with register.Function2x2.
+	Fix any
+}
+
+// pulled is one dead letter read from the subscription.
+type pulled struct {
+	AckID      string
+	DeadLetter deadletter.FailedElement
+}
+
+var failedElementType = reflect.TypeFor[deadletter.FailedElement]()
+
+// Build adds the replay of elements of type elem to s. Errors name the option at fault.
+func Build(s beam.Scope, opts Options, elem reflect.Type) error {
+	if _, _, err := splitSubscription(opts.Subscription); err != nil {
+		return err
+	}
+	if opts.MaxMessages < 0 || opts.EmptyPulls < 0 {
+		return fmt.Errorf("replay: MaxMessages (%d) and EmptyPulls (%d) must not be negative", opts.MaxMessages, opts.EmptyPulls)
+	}
+	if opts.Write.OnFailure != cloudtasksio.FailBundle {
+		return fmt.Errorf("replay: Write.OnFailure is %v; a replay needs FailBundle, so that it writes every element it keeps or fails and acknowledges nothing (leave out in Fix what cannot be written)", opts.Write.OnFailure)
+	}
+	if opts.Write.TaskIDFn == nil && !hasTaskIDField(elem) {
+		return fmt.Errorf("replay: Write.TaskIDFn is nil and %v has no cloudtasks:\"task-id\" field: without named tasks a replay can create a task twice", elem)
+	}
+	fix, err := checkFix(opts.Fix, elem)
+	if err != nil {
+		return err
+	}
+	s = s.Scope("replay")
+	empty := opts.EmptyPulls
+	if empty == 0 {
+		empty = DefaultEmptyPulls
+	}
+	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages, EmptyPulls: empty}, beam.Impulse(s))
+	read = beam.Reshuffle(s, read)
+	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, Fix: fix}, read, beam.TypeDefinition{Var: beam.XType, T: elem})
+	failed, err := cloudtasksio.TryWrite(s, opts.Write, elems)
+	if err != nil {
+		return fmt.Errorf("replay: Write: %w", err)
+	}
+	beam.ParDo0(s, &ackFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint}, acks, beam.SideInput{Input: failed})
+	return nil
+}
+
+// hasTaskIDField reports whether t is a struct with a cloudtasks:"task-id" field.
+func hasTaskIDField(t reflect.Type) bool {
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	for i := range t.NumField() {
+		if t.Field(i).Tag.Get("cloudtasks") == "task-id" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkFix checks that fix is a func(deadletter.FailedElement, T) (T, bool) for T = elem.
+func checkFix(fix any, elem reflect.Type) (*beam.EncodedFunc, error) {
+	if fix == nil {
+		return nil, errors.New("replay: Fix is nil; want a registered func(deadletter.FailedElement, T) (T, bool)")
+	}
+	ft := reflect.TypeOf(fix)
+	if ft.Kind() != reflect.Func || ft.NumIn() != 2 || ft.NumOut() != 2 || ft.In(0) != failedElementType ||
+		ft.In(1) != elem || ft.Out(0) != elem || ft.Out(1) != reflect.TypeFor[bool]() {
+		return nil, fmt.Errorf("replay: Fix is a %v; want func(deadletter.FailedElement, %v) (%v, bool)", ft, elem, elem)
+	}
+	return &beam.EncodedFunc{Fn: reflectx.MakeFunc(fix)}, nil
+}
+
+// splitSubscription checks "projects/P/subscriptions/S" and returns P and S.
+func splitSubscription(name string) (project, id string, err error) {
+	parts := strings.Split(name, "/")
+	if len(parts) != 4 || parts[0] != "projects" || parts[1] == "" || parts[2] != "subscriptions" || parts[3] == "" {
+		return "", "", fmt.Errorf("replay: Subscription %q is not \"projects/PROJECT/subscriptions/SUBSCRIPTION\"", boundedtext.Cut(name, 300))
+	}
+	return parts[1], parts[3], nil
+}
+
+// newPubSub connects to the emulator at endpoint, or to the service when it is empty.
+func newPubSub(ctx context.Context, subscription, endpoint string) (*pubsub.Client, error) {
+	project, _, err := splitSubscription(subscription)
+	if err != nil {
+		return nil, err
+	}
+	var opts []option.ClientOption
+	if endpoint != "" {
+		opts = gcpconn.EmulatorOptions(endpoint)
+	}
+	c, err := pubsub.NewClient(ctx, project, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("replay: connecting to Pub/Sub for %s: %w", subscription, err)
+	}
+	return c, nil
+}
+
+// ackExtension is the ack deadline the reader sets on what it pulls: the longest Pub/Sub allows.
+const ackExtension = 600
+
+// pullFn reads the dead letters of the subscription from one impulse.
+type pullFn struct {
+	Subscription string
+	Endpoint     string
+	MaxMessages  int
+	EmptyPulls   int
+}
+
+func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.EventTime, pulled)) error {
+	read := beam.NewCounter(MetricsNamespace, MetricRead)
+	notReplayable := beam.NewCounter(MetricsNamespace, MetricNotReplayable)
+	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	seen := map[string]bool{}
+	for n, empty := 0, 0; (f.MaxMessages == 0 || n < f.MaxMessages) && empty < f.EmptyPulls; {
+		want := 1000
+		if f.MaxMessages > 0 {
+			want = min(want, f.MaxMessages-n)
+		}
+		resp, err := c.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: f.Subscription, MaxMessages: int32(want)})
+		if err != nil {
+			return fmt.Errorf("replay: pulling from %s: %w", f.Subscription, err)
+		}
+		got := resp.GetReceivedMessages()
+		if len(got) == 0 {
+			empty++
+			continue
+		}
+		empty = 0
+		ids := make([]string, len(got))
+		for i, rm := range got {
+			ids[i] = rm.GetAckId()
+		}
+		if err := c.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+			Subscription: f.Subscription, AckIds: ids, AckDeadlineSeconds: ackExtension}); err != nil {
+			return fmt.Errorf("replay: extending the ack deadline on %s: %w", f.Subscription, err)
+		}
+		for _, rm := range got {
+			m := rm.GetMessage()
+			if seen[m.GetMessageId()] {
+				continue // redelivered within this run: already emitted once
+			}
+			seen[m.GetMessageId()] = true
+			n++
+			read.Inc(ctx, 1)
+			fe, et, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.GetData(), Attributes: m.GetAttributes()})
+			if err != nil {
+				notReplayable.Inc(ctx, 1)
+				log.Warnf(ctx, "replay: message %s is left on the subscription: %v", m.GetMessageId(), err)
+				continue
+			}
+			t := mtime.MinTimestamp
+			if !et.IsZero() {
+				t = mtime.FromTime(et)
+			}
+			emit(t, pulled{AckID: rm.GetAckId(), DeadLetter: fe})
+		}
+	}
+	return nil
+}
+
+// fixFn decodes each dead letter's element, hands it to the fix function and emits what it
+// keeps, and the ack id of every dead letter it replayed or left out.
+type fixFn struct {
+	Elem beam.EncodedType
+	Fix  *beam.EncodedFunc
+
+	fix                              reflectx.Func2x2
+	replayed, leftOut, notReplayable beam.Counter
+}
+
+func (f *fixFn) Setup() {
+	f.fix = reflectx.ToFunc2x2(f.Fix.Fn)
+	f.replayed = beam.NewCounter(MetricsNamespace, MetricReplayed)
+	f.leftOut = beam.NewCounter(MetricsNamespace, MetricLeftOut)
+	f.notReplayable = beam.NewCounter(MetricsNamespace, MetricNotReplayable)
+}
+
+func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(string)) {
+	elem, err := deadletter.DecodeElementAs(p.DeadLetter, f.Elem.T)
+	if err != nil {
+		f.notReplayable.Inc(ctx, 1)
+		log.Warnf(ctx, "replay: a %s dead letter for %s is left on the subscription: %v", p.DeadLetter.Code, p.DeadLetter.Destination, err)
+		return
+	}
+	fixed, keep := f.fix.Call2x2(p.DeadLetter, elem)
+	if keep.(bool) {
+		f.replayed.Inc(ctx, 1)
+		emit(et, fixed)
+	} else {
+		f.leftOut.Inc(ctx, 1)
+	}
+	ack(p.AckID)
+}
+
+// ackFn acknowledges the replayed messages. Its side input, the Write's dead letters, is
+// complete only once the Write has finished, so nothing is acknowledged before.
+type ackFn struct {
+	Subscription string
+	Endpoint     string
+
+	ids []string
+}
+
+// StartBundle and FinishBundle take the side input because Beam requires every method of a
+// DoFn with side inputs to list them.
+func (f *ackFn) StartBundle(_ context.Context, _ func(*deadletter.FailedElement) bool) { f.ids = f.ids[:0] }
+
+func (f *ackFn) ProcessElement(ctx context.Context, id string, _ func(*deadletter.FailedElement) bool) error {
+	f.ids = append(f.ids, id)
+	return nil
+}
+
+func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedElement) bool) error {
+	if len(f.ids) == 0 {
+		return nil
+	}
+	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for ids := f.ids; len(ids) > 0; {
+		batch := ids[:min(len(ids), 1000)]
+		ids = ids[len(batch):]
+		if err := c.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: batch}); err != nil {
+			return fmt.Errorf("replay: acknowledging on %s: %w", f.Subscription, err)
+		}
+		beam.NewCounter(MetricsNamespace, MetricAcknowledged).Inc(ctx, int64(len(batch)))
+	}
+	f.ids = f.ids[:0]
+	return nil
+}
+
+// Result is what a replay run did.
+type Result struct {
+	// Replay holds the replay's counters (MetricsNamespace).
+	Replay map[string]int64
+	// Sink holds the Write's counters (namespace cloudtasksio): numRecordsSend counts the
+	// tasks accepted, tasksDeduplicated those that already existed.
+	Sink map[string]int64
+	// Tasks are the queue's tasks after the run.
+	Tasks []*cloudtaskspb.Task
+	// Created is how many tasks the run added to the queue.
+	Created int
+}
+
+// Run builds the replay of elements of type elem, runs it with env.Runner, and reports what
+// it did, counting the tasks of opts.Write.Queue before and after.
+func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Type) (*Result, error) {
+	tasks, err := env.CloudTasks.NewClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tasks.Close()
+	before, err := exampleenv.ListTasks(ctx, tasks, opts.Write.Queue)
+	if err != nil {
+		return nil, err
+	}
+	p, s := beam.NewPipelineWithRoot()
+	if err := Build(s, opts, elem); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	pr, err := env.Runner(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("running the replay: %w", err)
+	}
+	res := &Result{Replay: exampleenv.Counters(pr, MetricsNamespace), Sink: exampleenv.Counters(pr, cloudtasksio.MetricsNamespace)}
+	if res.Tasks, err = exampleenv.ListTasks(ctx, tasks, opts.Write.Queue); err != nil {
+		return nil, err
+	}
+	res.Created = len(res.Tasks) - len(before)
+	w := env.Output()
+	fmt.Fprintf(w, "replay of %s in %v: %d dead letter(s) read, %d replayed, %d left out by the fix, %d not replayable; %d acknowledged.\n",
+		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
+		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])
+	fmt.Fprintf(w, "Cloud Tasks accepted %d task(s), %d of them already there (named); the queue gained %d task(s).\n",
+		res.Sink[cloudtasksio.MetricRecordsSend], res.Sink[cloudtasksio.MetricTasksDeduplicated], res.Created)
+	return res, nil
+}
