@@ -317,7 +317,9 @@ type ackFn struct {
 
 // StartBundle and FinishBundle take the side input because Beam requires every method of a
 // DoFn with side inputs to list them.
-func (f *ackFn) StartBundle(_ context.Context, _ func(*deadletter.FailedElement) bool) { f.ids = f.ids[:0] }
+func (f *ackFn) StartBundle(_ context.Context, _ func(*deadletter.FailedElement) bool) {
+	f.ids = f.ids[:0]
+}
 
 func (f *ackFn) ProcessElement(ctx context.Context, id string, _ func(*deadletter.FailedElement) bool) error {
 	f.ids = append(f.ids, id)
