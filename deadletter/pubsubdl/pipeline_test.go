@@ -21,6 +21,7 @@ import (
 func init() {
 	log.LogLevel = "warn"
 	register.Function1x2(stampEventTime)
+	register.Function1x1(inflate)
 }
 
 func TestMain(m *testing.M) { ptest.Main(m) }
@@ -96,4 +97,32 @@ func TestToPubSubPipelineOnPrism(t *testing.T) {
 		}
 	}
 	assert.Positive(t, gauges)
+}
+
+// inflate makes a dead letter of size MiB of payload, too large for Pub/Sub when size > 10.
+func inflate(size int) deadletter.FailedElement {
+	return deadletter.FailedElement{Connector: "cloudtasks", Code: "INVALID_ARGUMENT", Error: "too big",
+		Payload: make([]byte, size<<20), Element: []byte("elem"), ElementType: "string"}
+}
+
+func TestAReducedMessageIsCountedOnPrism(t *testing.T) {
+	srv := newPubSub(t, true)
+	p, s := beam.NewPipelineWithRoot()
+	cfg := DefaultPubSubConfig(testTopic)
+	cfg.EmulatorEndpoint = srv.Addr
+	ToPubSub(s, cfg, beam.ParDo(s, inflate, beam.Create(s, 11, 0)))
+	pr, err := ptest.RunWithMetrics(p)
+	require.NoError(t, err, "an 11 MiB dead letter does not fail the bundle")
+
+	counters := map[string]int64{}
+	for _, c := range pr.Metrics().Query(func(r metrics.SingleResult) bool { return r.Namespace() == "deadletter" }).Counters() {
+		counters[c.Name()] += c.Result()
+	}
+	assert.Equal(t, int64(2), counters["messagesPublished"])
+	assert.Equal(t, int64(1), counters["messagesReduced"])
+	omitted := map[string]int{}
+	for _, m := range srv.Messages() {
+		omitted[m.Attributes[AttrOmitted]]++
+	}
+	assert.Equal(t, map[string]int{"": 1, OmittedPayload: 1}, omitted)
 }
