@@ -40,6 +40,7 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricQueuePreflightURIOverride, "queuePreflightUriOverride"},
 	{cloudtasksio.MetricQueuePreflightRoutingOverride, "queuePreflightRoutingOverride"},
 	{cloudtasksio.MetricQueuePreflightSkipped, "queuePreflightSkipped"},
+	{cloudtasksio.MetricDeadLetterElementsNotEncoded, "deadLetterElementsNotEncoded"},
 }
 
 func TestMetricNamesAreTheDocumentedOnes(t *testing.T) {

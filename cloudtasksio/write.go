@@ -47,7 +47,7 @@ func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection,
 	if spec.Delivery == ExactlyOnce {
 		return writeExactlyOnce(s, spec, col)
 	}
-	out, err := beam.TryParDo(s, &writeFn{Spec: spec, Elem: beam.EncodedType{T: elem}}, col)
+	out, err := beam.TryParDo(s, &writeFn{Spec: spec}, col)
 	if err != nil {
 		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
 	}
@@ -67,6 +67,8 @@ type sinkSpec struct {
 	Writer     WriterOptions
 	OnFailure  FailurePolicy
 	Client     clientSpec
+	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
+	Elem *beam.EncodedType `json:",omitempty"`
 }
 
 // compile checks cfg and returns its serializable form: first every rule that needs no
@@ -77,7 +79,8 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	spec := &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, OnFailure: cfg.OnFailure}
+	spec := &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, OnFailure: cfg.OnFailure,
+		Elem: &beam.EncodedType{T: elem}}
 	var err error
 	for _, f := range []struct {
 		field string

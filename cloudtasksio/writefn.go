@@ -24,8 +24,6 @@ func init() {
 // engine and turns its outcomes into metrics, dead letters and bundle errors.
 type writeFn struct {
 	Spec *sinkSpec
-	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
-	Elem beam.EncodedType
 
 	createBase[*pendingTask]
 	builders   elementBuilders
@@ -57,7 +55,11 @@ func (f *writeFn) Setup() error {
 	if f.Spec.OnFailure == DeadLetter {
 		// Not fatal: without an encoder the dead letters still flow, and say why they carry
 		// no element.
-		f.elemEnc, f.elemEncErr = deadletter.NewElementEncoder(f.Elem.T)
+		if f.Spec.Elem == nil {
+			f.elemEncErr = errors.New("the sink's element type is unknown")
+		} else {
+			f.elemEnc, f.elemEncErr = deadletter.NewElementEncoder(f.Spec.Elem.T)
+		}
 	}
 	return nil
 }
