@@ -11,7 +11,7 @@ import (
 // With it on, each worker process keeps one state per queue (and client setting), shared by
 // every bundle and DoFn instance of the process writing to that queue, so that the process acts
 // as one client of the queue's create quota however many instances it runs. A queue starts in
-// slow start: at most 4 creates in flight, a limit that grows by about half of itself every
+// slow start: at most 4 creates in flight, a limit that doubles every
 // round trip while creates succeed (and the limit is in use), up to MaxInFlightTasks, where it
 // holds nothing back; a pipeline that is never throttled reaches MaxInFlightTasks within a few
 // dozen round trips of its first create to the queue (about a second at 20 ms) and keeps it for

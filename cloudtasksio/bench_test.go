@@ -171,9 +171,14 @@ func BenchmarkEngineCreates(b *testing.B) {
 		for _, pool := range benchPools {
 			for _, telemetry := range []string{"on", "off"} {
 				b.Run(fmt.Sprintf("%s/pool=%d/telemetry=%s", c.name(), pool, telemetry), func(b *testing.B) {
-					benchEngine(b, c, pool, telemetry == "off")
+					benchEngine(b, c, pool, telemetry == "off", false)
 				})
 			}
+			// The sink's default: telemetry off, adaptive concurrency on, its state shared by the
+			// iterations as by the bundles of a worker process (the first one starts it).
+			b.Run(fmt.Sprintf("%s/pool=%d/telemetry=off/adaptive=on", c.name(), pool), func(b *testing.B) {
+				benchEngine(b, c, pool, true, true)
+			})
 		}
 	}
 }
@@ -190,7 +195,7 @@ func defaultEngineOptions() engine.Options {
 }
 
 // benchEngine is one case of BenchmarkEngineCreates.
-func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
+func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff, adaptive bool) {
 	srv := newBenchServer(b, c.latency)
 	var extra []option.ClientOption
 	if telemetryOff {
@@ -201,6 +206,9 @@ func benchEngine(b *testing.B, c benchCase, pool int, telemetryOff bool) {
 		return client.CreateTask(ctx, req)
 	})
 	opts := defaultEngineOptions()
+	if adaptive {
+		opts.Adaptive = engine.NewAdaptive()
+	}
 	create := benchRequest(b)
 	n := c.direct[pool]
 	ctx := context.Background()
