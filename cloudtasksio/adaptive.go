@@ -1,6 +1,8 @@
 package cloudtasksio
 
 import (
+	"context"
+
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
@@ -63,7 +65,8 @@ func (a AdaptiveConcurrency) on() bool { return a != AdaptiveConcurrencyOff }
 // adaptives holds the adaptive concurrency state of each client setting for the life of the
 // worker process, in the same kind of cache as the shared clients: the limits belong to what
 // the creates go through, so engines writing through different clients (another endpoint,
-// another identity) do not share them.
+// another identity) do not share them. Its keys are few (processcache.go): it has no bound,
+// and each state bounds its per-queue limits itself.
 var adaptives gcpconn.Cache[clientSpec, *engine.Adaptive]
 
 // adaptiveFor returns the process-wide adaptive concurrency state that a create DoFn of spec
@@ -72,6 +75,7 @@ func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
 	if !spec.Writer.AdaptiveConcurrency.on() {
 		return nil
 	}
-	a, _ := adaptives.Get(spec.Client, func() (*engine.Adaptive, error) { return engine.NewAdaptive(), nil })
+	// The creation cannot fail or wait: no context to honour.
+	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) { return engine.NewAdaptive(), nil })
 	return a
 }

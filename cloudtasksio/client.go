@@ -22,17 +22,20 @@ type clientSpec struct {
 }
 
 // clientCache keeps one client of type C per clientSpec for the life of the process, in a
-// gcpconn.Cache: a slow key file holds up the callers of its own setting and nobody else, and
-// a failure is not kept (the next bundle tries again).
+// gcpconn.Cache: the instances that ask for a setting's client at once wait for one creation,
+// a slow key file holds up the callers of its own setting and nobody else, and a failure is
+// remembered for gcpconn.FailureTTL, then tried again. The cache has no bound and its clients
+// are never closed: the settings are fixed at pipeline construction, so they are few, and a
+// client may be in use by a bundle of another DoFn instance at any time.
 type clientCache[C any] struct {
 	clients gcpconn.Cache[clientSpec, C]
 	dial    func(context.Context, ...option.ClientOption) (C, error)
 	what    string // the client's name in errors
 }
 
-// get returns the process-wide client for spec, creating it on first use.
-func (c *clientCache[C]) get(spec clientSpec) (C, error) {
-	return c.clients.Get(spec, func() (C, error) {
+// get returns the process-wide client for spec, creating it on first use; ctx bounds the wait.
+func (c *clientCache[C]) get(ctx context.Context, spec clientSpec) (C, error) {
+	return c.clients.Get(ctx, spec, func() (C, error) {
 		var zero C
 		opts, err := spec.options()
 		if err != nil {
@@ -52,8 +55,10 @@ var loadKey = gcpconn.LoadServiceAccountKey
 
 var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what: "Cloud Tasks"}
 
-// sharedClient returns the process-wide Cloud Tasks client for spec.
-func sharedClient(spec clientSpec) (*cloudtasks.Client, error) { return v2Clients.get(spec) }
+// sharedClient returns the process-wide Cloud Tasks client for spec; ctx bounds the wait.
+func sharedClient(ctx context.Context, spec clientSpec) (*cloudtasks.Client, error) {
+	return v2Clients.get(ctx, spec)
+}
 
 // workerSettingNames name the settings whose failures surface on the worker, when the client
 // is created.

@@ -45,7 +45,7 @@ func TestTheEmulatorGetsNoCredentials(t *testing.T) {
 func TestAKeyFileThatIsNotAServiceAccountKeyIsRefusedOnTheWorker(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "user.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"type":"authorized_user","refresh_token":"s3cr3t"}`), 0o600))
-	_, err := sharedClient(clientSpec{ServiceAccountKeyFile: path})
+	_, err := sharedClient(t.Context(), clientSpec{ServiceAccountKeyFile: path})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Config.ServiceAccountKeyFile")
 	assert.Contains(t, err.Error(), "not a service-account key")
@@ -54,11 +54,11 @@ func TestAKeyFileThatIsNotAServiceAccountKeyIsRefusedOnTheWorker(t *testing.T) {
 }
 
 func TestClientsAreSharedPerSetting(t *testing.T) {
-	a, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1"})
+	a, err := sharedClient(t.Context(), clientSpec{EmulatorEndpoint: "127.0.0.1:1"})
 	require.NoError(t, err)
-	b, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:1"})
+	b, err := sharedClient(t.Context(), clientSpec{EmulatorEndpoint: "127.0.0.1:1"})
 	require.NoError(t, err)
-	c, err := sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:2"})
+	c, err := sharedClient(t.Context(), clientSpec{EmulatorEndpoint: "127.0.0.1:2"})
 	require.NoError(t, err)
 	assert.Same(t, a, b)
 	assert.NotSame(t, a, c)
@@ -73,10 +73,10 @@ func TestTheKeyFileIsReadOutsideTheSharedClientLock(t *testing.T) {
 	var other *cloudtasks.Client
 	var otherErr error
 	loadKey = func(string, []string) (*auth.Credentials, error) {
-		other, otherErr = sharedClient(clientSpec{EmulatorEndpoint: "127.0.0.1:3"})
+		other, otherErr = sharedClient(t.Context(), clientSpec{EmulatorEndpoint: "127.0.0.1:3"})
 		return nil, errors.New("the test's key cannot be read")
 	}
-	_, err := sharedClient(clientSpec{ServiceAccountKeyFile: "/keys/slow.json"})
+	_, err := sharedClient(t.Context(), clientSpec{ServiceAccountKeyFile: "/keys/slow.json"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the test's key cannot be read")
 	require.NoError(t, otherErr)

@@ -193,7 +193,7 @@ func (f *stagedCreateFn) Setup() error {
 
 func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
 	if f.creator == nil {
-		client, err := sharedClient(f.Spec.Client)
+		client, err := sharedClient(ctx, f.Spec.Client)
 		if err != nil {
 			return err
 		}

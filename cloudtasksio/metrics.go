@@ -88,7 +88,8 @@ const (
 	MetricQueuePreflightRoutingOverride = "queuePreflightRoutingOverride"
 	// MetricQueuePreflightSkipped counts the queue reads of the preflight that failed: once
 	// per process and queue for PERMISSION_DENIED and UNIMPLEMENTED (not tried again), once
-	// per bundle for other errors (tried again in the next bundle).
+	// per failed read for other errors (remembered for 30 seconds, gcpconn.FailureTTL, by
+	// every instance of the process, then tried again).
 	MetricQueuePreflightSkipped = "queuePreflightSkipped"
 )
 

@@ -67,7 +67,7 @@ type queueReader interface {
 type v2QueueReader struct{ spec clientSpec }
 
 func (r v2QueueReader) readQueue(ctx context.Context, queue string) (*cloudtaskspb.Queue, error) {
-	client, err := sharedClient(r.spec)
+	client, err := sharedClient(ctx, r.spec)
 	if err != nil {
 		return nil, err
 	}
@@ -76,32 +76,29 @@ func (r v2QueueReader) readQueue(ctx context.Context, queue string) (*cloudtasks
 	return client.GetQueue(ctx, &cloudtaskspb.GetQueueRequest{Name: queue})
 }
 
-// preflightKey selects one preflight state: a queue as one client setting sees it, under one
-// mode (a warning already logged under PreflightWarn must not let a PreflightFail sink of the
-// same process pass).
+// preflightKey selects one queue read: a queue as one client setting sees it, under one mode
+// (a warning already logged under PreflightWarn must not let a PreflightFail sink of the same
+// process pass), for tasks that set what sets says (what the findings depend on).
 type preflightKey struct {
 	client clientSpec
 	queue  string
 	mode   QueuePreflight
+	sets   taskSets
 }
 
-// preflightState is what a process knows about one queue. Its lock is held while the queue is
-// read and its findings reported, so concurrent DoFn instances wait for one read instead of
-// all making it, and a slow read holds up only the callers of its own queue.
-type preflightState struct {
-	mu       sync.Mutex
-	read     bool                 // the queue was read, or its read skipped for good
-	skipped  bool                 // the read was refused for good (PERMISSION_DENIED, UNIMPLEMENTED)
-	queue    *cloudtaskspb.Queue  // what the read returned
-	reported map[findingKind]bool // findings already logged and counted
-	// missingReported is set once a read answered NOT_FOUND was logged: the process says once
-	// that the queue does not exist, however many bundles read it again.
-	missingReported bool
+// preflightResult is what one read of a queue found for the tasks of its key.
+type preflightResult struct {
+	refused  codes.Code // PERMISSION_DENIED or UNIMPLEMENTED: the check is skipped for good; OK: the queue was read
+	found    []finding  // what would make the key's tasks behave otherwise
+	reported sync.Once  // the findings, or the refusal, were logged and counted
 }
 
-// preflights holds one state per key for the life of the worker process, like the shared
-// clients and the exactly-once retention checks.
-var preflights gcpconn.Cache[preflightKey, *preflightState]
+// preflights holds the queue reads of the worker process, in a gcpconn.Cache: the DoFn
+// instances that need a queue at once wait for one read; a read that failed, or found the
+// queue misconfigured under PreflightFail, is remembered for gcpconn.FailureTTL and then read
+// again; and it is bounded like every per-queue state (processcache.go), so a queue dropped
+// from it is read again on its next use (and its warnings logged again).
+var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
 
 // findingKind is one thing the preflight reports; each has its counter.
 type findingKind int
@@ -190,16 +187,55 @@ func overriddenParts(o *cloudtaskspb.UriOverride) []string {
 	return parts
 }
 
-// errPreflightSkippedForBundle marks a read that failed in a way that may pass: the bundle goes
-// on without the check, and the next bundle reads again.
-var errPreflightSkippedForBundle = errors.New("preflight skipped for this bundle")
+// preflightReadError is a read that failed in a way that may pass: the bundles that meet it
+// go on without the check until gcpconn.FailureTTL has passed, and then the queue is read
+// again.
+type preflightReadError struct {
+	queue    string
+	code     string    // the outermost status
+	reported sync.Once // the failed read was logged and counted
+}
+
+// report logs and counts the failed read, once per read.
+func (e *preflightReadError) report(ctx context.Context) {
+	beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
+	if e.code == "NOT_FOUND" {
+		log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
+			"creates to it fail with NOT_FOUND until it exists; create the queue (gcloud tasks queues create) or fix the queue name. "+
+			"The process reads it again in %v", e.queue, gcpconn.FailureTTL)
+		return
+	}
+	log.Warnf(ctx, "cloudtasksio: queue preflight: reading queue %s failed with %s; not checking it for %v, then the next bundle tries again", e.queue, e.code, gcpconn.FailureTTL)
+}
+
+func (e *preflightReadError) Error() string {
+	return "cloudtasksio: queue preflight: reading queue " + e.queue + " failed with " + e.code
+}
+
+// preflightFindingsError is a queue found misconfigured under PreflightFail: the bundles that
+// meet it fail with its text until gcpconn.FailureTTL has passed, and then the queue is read
+// again, so a job goes on by itself once the queue is fixed.
+type preflightFindingsError struct {
+	queue string
+	found []finding
+}
+
+func (e *preflightFindingsError) Error() string {
+	reasons := make([]string, len(e.found))
+	for i, f := range e.found {
+		reasons[i] = f.text
+	}
+	return fmt.Sprintf("cloudtasksio: queue preflight: queue %s %s; the bundle fails because WriterOptions.QueuePreflight is PreflightFail "+
+		"(option key sink.queue-preflight=fail): fix the queue, or set PreflightWarn to create the tasks anyway", e.queue, strings.Join(reasons, "; and it "))
+}
 
 // queuePreflighter runs the preflight for one DoFn instance. It is not safe for concurrent use;
 // the state it shares with the other instances of the process is.
 type queuePreflighter struct {
 	mode   QueuePreflight
 	client clientSpec
-	reader queueReader // nil: the shared v2 client of client
+	reader queueReader                                    // nil: the shared v2 client of client
+	cache  *gcpconn.Cache[preflightKey, *preflightResult] // nil: the process's preflights
 
 	// done holds what this bundle has already checked, so that each element costs a map
 	// lookup once its queue is known.
@@ -215,17 +251,25 @@ func newQueuePreflighter(mode QueuePreflight, client clientSpec) *queuePreflight
 	return &queuePreflighter{mode: mode, client: client}
 }
 
-// startBundle (nil-safe) forgets what the previous bundle checked: a read skipped for that bundle is tried
-// again. What the process knows for good is kept.
+// startBundle (nil-safe) forgets what the previous bundle checked; what the process knows is
+// kept in preflights. A bundle that wrote to very many queues leaves no large map behind.
 func (p *queuePreflighter) startBundle() {
-	if p != nil {
+	if p == nil {
+		return
+	}
+	if len(p.done) > 64 {
+		p.done = nil
+	} else {
 		clear(p.done)
 	}
 }
 
-// check (nil-safe: a nil preflighter checks nothing) runs the preflight for the request about to be created, if this process has not run it
-// for the queue yet. It returns an error only under PreflightFail, when the queue is found
-// misconfigured: the caller fails the bundle with it, whatever the failure policy.
+// check (nil-safe: a nil preflighter checks nothing) runs the preflight for the request about
+// to be created, if this process has not run it for the queue yet or the result has expired.
+// It returns an error only under PreflightFail, when the queue is found misconfigured: the
+// caller fails the bundle with it, whatever the failure policy. It waits for a read another
+// instance has started rather than making its own, and gives up (without the check) when ctx
+// ends.
 func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) error {
 	if p == nil || p.mode == PreflightOff {
 		return nil
@@ -237,14 +281,29 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 	if p.reader == nil {
 		p.reader = v2QueueReader{spec: p.client}
 	}
-	key := preflightKey{client: p.client, queue: dk.queue, mode: p.mode}
-	st, _ := preflights.Get(key, func() (*preflightState, error) { return &preflightState{}, nil })
-	st.mu.Lock()
-	err := p.run(ctx, st, dk)
-	st.mu.Unlock()
-	if err != nil && !errors.Is(err, errPreflightSkippedForBundle) {
-		return err
+	if p.cache == nil {
+		p.cache = &preflights
 	}
+	key := preflightKey{client: p.client, queue: dk.queue, mode: p.mode, sets: dk.sets}
+	// The read serves every instance waiting for it and may outlive the bundle that started it:
+	// it runs on a context of its own, and what it found is reported here, on the bundle's.
+	reader := p.reader
+	res, err := p.cache.Get(ctx, key, func() (*preflightResult, error) { return read(context.Background(), reader, key) })
+	var fe *preflightFindingsError
+	var re *preflightReadError
+	switch {
+	case errors.As(err, &fe):
+		// Counted per failed bundle: each one is a bundle the queue held back.
+		for _, f := range fe.found {
+			beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
+		}
+		return err
+	case errors.As(err, &re):
+		re.reported.Do(func() { re.report(ctx) })
+	case err == nil:
+		res.reported.Do(func() { res.report(ctx, dk.queue) })
+	}
+	// Otherwise ctx ended while the read was under way: the bundle is ending anyway.
 	if p.done == nil {
 		p.done = map[doneKey]bool{}
 	}
@@ -252,78 +311,48 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 	return nil
 }
 
-// run reads the queue unless the process has, then reports the findings not reported yet.
-func (p *queuePreflighter) run(ctx context.Context, st *preflightState, dk doneKey) error {
-	queue := dk.queue
-	if !st.read {
-		q, err := p.reader.readQueue(ctx, queue)
-		if err != nil {
-			return p.readFailed(ctx, st, queue, err)
-		}
-		st.read, st.queue = true, q
+// report logs and counts, once per read, what it found under PreflightWarn, or why the queue
+// is not checked.
+func (r *preflightResult) report(ctx context.Context, queue string) {
+	switch r.refused {
+	case codes.PermissionDenied:
+		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
+		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the sink's identity may not read it (PERMISSION_DENIED; "+
+			"grant cloudtasks.queues.get, for example with roles/cloudtasks.viewer, to have paused queues and queue overrides reported)", queue)
+	case codes.Unimplemented:
+		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
+		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
 	}
-	if st.skipped {
-		return nil
-	}
-	found := findings(st.queue, dk.sets)
-	if p.mode == PreflightFail {
-		if len(found) == 0 {
-			return nil
-		}
-		// Nothing is kept: the next bundle reads the queue again, and passes once it is fixed.
-		st.read, st.queue = false, nil
-		reasons := make([]string, len(found))
-		for i, f := range found {
-			beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
-			reasons[i] = f.text
-		}
-		return fmt.Errorf("cloudtasksio: queue preflight: queue %s %s; the bundle fails because WriterOptions.QueuePreflight is PreflightFail "+
-			"(option key sink.queue-preflight=fail): fix the queue, or set PreflightWarn to create the tasks anyway", queue, strings.Join(reasons, "; and it "))
-	}
-	for _, f := range found {
-		if st.reported[f.kind] {
-			continue
-		}
-		if st.reported == nil {
-			st.reported = map[findingKind]bool{}
-		}
-		st.reported[f.kind] = true
+	for _, f := range r.found {
 		beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
 		log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s %s (set WriterOptions.QueuePreflight to PreflightFail to fail the bundle instead, or PreflightOff to skip the check)", queue, f.text)
 	}
-	return nil
+}
+
+// read reads the queue of key once for every instance that waits for it: its findings, a
+// preflightFindingsError under PreflightFail, or what a failed read means (readFailed).
+func read(ctx context.Context, reader queueReader, key preflightKey) (*preflightResult, error) {
+	q, err := reader.readQueue(ctx, key.queue)
+	if err != nil {
+		return readFailed(key.queue, err)
+	}
+	found := findings(q, key.sets)
+	if key.mode == PreflightFail && len(found) > 0 {
+		return nil, &preflightFindingsError{queue: key.queue, found: found}
+	}
+	return &preflightResult{found: found}, nil
 }
 
 // readFailed decides what a failed queue read means. PERMISSION_DENIED and UNIMPLEMENTED skip
 // the check for good: a sink's identity often may create tasks but not read queues
-// (cloudtasks.queues.get), and an emulator may lack GetQueue. NOT_FOUND says once per process
-// that the queue does not exist and skips the check for this bundle. Anything else skips it for this
-// bundle only, whatever the mode: the read is a check, not a create, and the creates report
-// their own failures. The client has already retried UNAVAILABLE and DEADLINE_EXCEEDED.
-func (p *queuePreflighter) readFailed(ctx context.Context, st *preflightState, queue string, err error) error {
-	beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
-	code := engine.OutermostCode(err)
-	switch status.Code(err) {
-	case codes.PermissionDenied:
-		st.read, st.skipped = true, true
-		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the sink's identity may not read it (PERMISSION_DENIED; "+
-			"grant cloudtasks.queues.get, for example with roles/cloudtasks.viewer, to have paused queues and queue overrides reported)", queue)
-		return nil
-	case codes.Unimplemented:
-		st.read, st.skipped = true, true
-		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
-		return nil
-	case codes.NotFound:
-		// The queue may be being created (a new queue takes a while to appear), so the next
-		// bundle reads it again; the process says so once, not once per bundle.
-		if !st.missingReported {
-			st.missingReported = true
-			log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
-				"creates to it fail with NOT_FOUND until it exists; create the queue (gcloud tasks queues create) or fix the queue name. "+
-				"Later bundles read it again and say nothing more", queue)
-		}
-		return errPreflightSkippedForBundle
+// (cloudtasks.queues.get), and an emulator may lack GetQueue. Anything else skips it, whatever
+// the mode, for gcpconn.FailureTTL: the read is a check, not a create, and the creates report
+// their own failures; NOT_FOUND among them, since a new queue takes a while to appear. The
+// client has already retried UNAVAILABLE and DEADLINE_EXCEEDED.
+func readFailed(queue string, err error) (*preflightResult, error) {
+	switch c := status.Code(err); c {
+	case codes.PermissionDenied, codes.Unimplemented:
+		return &preflightResult{refused: c}, nil
 	}
-	log.Warnf(ctx, "cloudtasksio: queue preflight: reading queue %s failed with %s; not checking it in this bundle, the next bundle tries again", queue, code)
-	return errPreflightSkippedForBundle
+	return nil, &preflightReadError{queue: queue, code: engine.OutermostCode(err)}
 }

@@ -7,16 +7,20 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 const preflightQueue = "projects/p/locations/l/queues/preflight"
@@ -200,30 +204,109 @@ func TestQueuePreflightSkipsQueuesItMayNotRead(t *testing.T) {
 	}
 }
 
-func TestQueuePreflightRetriesAFailedReadInTheNextBundle(t *testing.T) {
-	s := newPreflightServer(t)
-	require.NoError(t, s.PauseQueue(preflightQueue))
-	s.InjectErrors("GetQueue", codes.Internal)
-	logs := captureLogs(t)
-	ctx, counters := metricsContext()
-	p := s.preflighter(PreflightFail)
-	p.startBundle()
-	for range 3 {
-		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")), "a failed read skips the check for this bundle")
-	}
-	assert.Equal(t, int64(1), s.getQueue.Load(), "not read again in the same bundle")
-	lines := logLines(logs, "cloudtasksio: queue preflight")
-	require.Len(t, lines, 1)
-	assert.Contains(t, lines[0], "level=WARN")
-	assert.Contains(t, lines[0], "failed with INTERNAL")
-	assert.Contains(t, lines[0], "the next bundle tries again")
+// scriptedQueueReader answers queue reads with what the test set last, as an operator's
+// changes and a flaky service would.
+type scriptedQueueReader struct {
+	mu    sync.Mutex
+	state cloudtaskspb.Queue_State
+	err   error
+	reads int
+}
 
-	p.startBundle()
-	err := p.check(ctx, httpCreate("https://example.com/"))
-	require.Error(t, err, "the next bundle reads the queue and finds it paused")
-	assert.Contains(t, err.Error(), "is PAUSED")
-	assert.Equal(t, int64(2), s.getQueue.Load())
-	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 1, MetricQueuePreflightPaused: 1}, counters())
+func (r *scriptedQueueReader) set(state cloudtaskspb.Queue_State, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.state, r.err = state, err
+}
+
+func (r *scriptedQueueReader) readQueue(_ context.Context, queue string) (*cloudtaskspb.Queue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &cloudtaskspb.Queue{Name: queue, State: r.state}, nil
+}
+
+func (r *scriptedQueueReader) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
+}
+
+// scriptedPreflighter returns a preflighter of a fresh DoFn instance reading through r, with a
+// process state of its own in c.
+func scriptedPreflighter(mode QueuePreflight, r queueReader, c *gcpconn.Cache[preflightKey, *preflightResult]) *queuePreflighter {
+	p := newQueuePreflighter(mode, clientSpec{})
+	p.reader, p.cache = r, c
+	return p
+}
+
+func TestQueuePreflightRemembersAFailedReadForFailureTTLThenReadsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &scriptedQueueReader{}
+		r.set(cloudtaskspb.Queue_PAUSED, status.Error(codes.Internal, "secret detail"))
+		logs := captureLogs(t)
+		ctx, counters := metricsContext()
+		// Bundles of several instances meet the failure: each goes on without the check,
+		// and nobody reads the queue again until FailureTTL has passed.
+		for bundle := range 3 {
+			for range 4 {
+				p := scriptedPreflighter(PreflightFail, r, &cache)
+				p.startBundle()
+				require.NoError(t, p.check(ctx, httpCreate("https://example.com/")), "a failed read skips the check, bundle %d", bundle)
+			}
+			time.Sleep(gcpconn.FailureTTL / 3)
+		}
+		assert.Equal(t, 1, r.count(), "one read for every bundle of the process during FailureTTL")
+		lines := logLines(logs, "cloudtasksio: queue preflight")
+		require.Len(t, lines, 1, "one line per failed read")
+		assert.Contains(t, lines[0], "level=WARN")
+		assert.Contains(t, lines[0], "failed with INTERNAL")
+		assert.Contains(t, lines[0], "not checking it for 30s, then the next bundle tries again")
+		assert.NotContains(t, lines[0], "secret detail")
+
+		// After FailureTTL the next bundle reads the queue again, and finds it paused.
+		r.set(cloudtaskspb.Queue_PAUSED, nil)
+		p := scriptedPreflighter(PreflightFail, r, &cache)
+		p.startBundle()
+		err := p.check(ctx, httpCreate("https://example.com/"))
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "is PAUSED")
+		assert.Equal(t, 2, r.count())
+		assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 1, MetricQueuePreflightPaused: 1}, counters())
+	})
+}
+
+func TestQueuePreflightFailRemembersAMisconfiguredQueueForFailureTTLAndPassesOnceItIsFixed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &scriptedQueueReader{}
+		r.set(cloudtaskspb.Queue_PAUSED, nil)
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightFail, r, &cache)
+		bundle := func() error {
+			p.startBundle()
+			return p.check(ctx, httpCreate("https://example.com/"))
+		}
+		for range 5 { // the runner retries the failed bundle at once
+			require.Error(t, bundle())
+		}
+		assert.Equal(t, 1, r.count(), "the retried bundles fail at once, without a read each")
+		assert.Equal(t, int64(5), counters()[MetricQueuePreflightPaused], "counted per failed bundle")
+
+		r.set(cloudtaskspb.Queue_RUNNING, nil) // the operator resumes the queue
+		require.Error(t, bundle(), "within FailureTTL the process does not know yet")
+		time.Sleep(gcpconn.FailureTTL)
+		require.NoError(t, bundle(), "after FailureTTL it reads the queue again and goes on")
+		for range 3 {
+			time.Sleep(time.Minute)
+			require.NoError(t, bundle())
+		}
+		assert.Equal(t, 2, r.count(), "a passed check is kept")
+	})
 }
 
 func TestQueuePreflightSaysOnceThatAMissingQueueDoesNotExist(t *testing.T) {
@@ -238,21 +321,14 @@ func TestQueuePreflightSaysOnceThatAMissingQueueDoesNotExist(t *testing.T) {
 		p.startBundle()
 		require.NoError(t, p.check(ctx, req), "a missing queue is the creates' failure to report, not the preflight's")
 	}
-	assert.Equal(t, int64(3), s.getQueue.Load(), "each bundle reads the queue again: it may have been created since")
+	assert.Equal(t, int64(1), s.getQueue.Load(), "the failed read is remembered for gcpconn.FailureTTL, then read again (TestQueuePreflightRemembersAFailedReadForFailureTTLThenReadsAgain)")
 	lines := logLines(logs, "cloudtasksio: queue preflight")
-	require.Len(t, lines, 1, "said once, not once per bundle")
+	require.Len(t, lines, 1, "said once per read, not once per bundle")
 	assert.Contains(t, lines[0], "level=WARN")
 	assert.Contains(t, lines[0], "queue "+missing+" does not exist (NOT_FOUND), or is still being created")
-	assert.NotContains(t, lines[0], "not checking it in this bundle")
-	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 3}, counters())
-
-	_, err := s.CreateQueue(missing)
-	require.NoError(t, err)
-	require.NoError(t, s.PauseQueue(missing))
-	p.startBundle()
-	err = p.check(ctx, req)
-	require.Error(t, err, "once the queue exists it is checked like any other")
-	assert.Contains(t, err.Error(), "is PAUSED")
+	assert.Contains(t, lines[0], "reads it again in 30s")
+	assert.NotContains(t, lines[0], "not checking it")
+	assert.Equal(t, map[string]int64{MetricQueuePreflightSkipped: 1}, counters())
 }
 
 func TestQueuePreflightReadRidesOutAnUnavailableAnswer(t *testing.T) {
@@ -266,7 +342,7 @@ func TestQueuePreflightReadRidesOutAnUnavailableAnswer(t *testing.T) {
 	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 1}, counters())
 }
 
-func TestQueuePreflightFailNamesTheQueueAndEveryReasonAndReadsAgain(t *testing.T) {
+func TestQueuePreflightFailNamesTheQueueAndEveryReason(t *testing.T) {
 	s := newPreflightServer(t)
 	require.NoError(t, s.PauseQueue(preflightQueue))
 	s.update(t, &cloudtaskspb.Queue{HttpTarget: alwaysOverride()}, "http_target")
@@ -282,18 +358,9 @@ func TestQueuePreflightFailNamesTheQueueAndEveryReasonAndReadsAgain(t *testing.T
 		}
 		assert.NotContains(t, err.Error(), "secret")
 	}
-	assert.Equal(t, int64(2), s.getQueue.Load(), "a failed bundle keeps nothing: the next one reads the queue again")
+	assert.Equal(t, int64(1), s.getQueue.Load(), "the finding is remembered for gcpconn.FailureTTL (read again after it: TestQueuePreflightFailRemembersAMisconfiguredQueueForFailureTTLAndPassesOnceItIsFixed)")
 	assert.Empty(t, logLines(logs, "cloudtasksio: queue preflight"), "the error is the report")
-	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 2, MetricQueuePreflightURIOverride: 2}, counters())
-
-	// Once the operator fixes the queue, the next bundle passes and the process stops reading.
-	require.NoError(t, s.ResumeQueue(preflightQueue))
-	s.update(t, &cloudtaskspb.Queue{}, "http_target")
-	for range 2 {
-		p.startBundle()
-		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
-	}
-	assert.Equal(t, int64(3), s.getQueue.Load())
+	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 2, MetricQueuePreflightURIOverride: 2}, counters(), "counted per failed bundle")
 }
 
 func TestQueuePreflightOffReadsNothing(t *testing.T) {
@@ -423,12 +490,17 @@ func TestAtLeastOnceWriterUnderPreflightFailCreatesNothingInAPausedQueue(t *test
 	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
 	assert.Zero(t, counters()[MetricRecordsSendErrors], "the queue failed, not an element")
 
-	// The operator resumes the queue; the retried bundle reads it again and goes through.
-	require.NoError(t, srv.ResumeQueue(bundleQueue))
+	// The runner retries the bundle at once: it fails the same way without reading the queue
+	// again (the process reads it again after gcpconn.FailureTTL, and goes on once it is
+	// resumed: TestQueuePreflightFailRemembersAMisconfiguredQueueForFailureTTLAndPassesOnceItIsFixed).
+	reads := countGetQueue(srv)
 	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
-	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "1"}, discardDeadLetters))
-	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
-	assert.Len(t, srv.Tasks(bundleQueue), 1)
+	err = f.ProcessElement(ctx, 0, urlOrder{ID: "1"}, discardDeadLetters)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is PAUSED")
+	require.Error(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Zero(t, reads.Load())
+	assert.Zero(t, srv.Stats().CreateTaskCalls, "nothing was sent")
 }
 
 func TestExactlyOnceCreateStepRunsTheQueuePreflight(t *testing.T) {

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
@@ -28,7 +29,7 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 	// One GetQueue per queue and process needs no connection pool.
 	spec := r.spec
 	spec.ChannelPoolSize = 0
-	client, err := betaClients.get(spec)
+	client, err := betaClients.get(ctx, spec)
 	if err != nil {
 		return 0, false, err
 	}
@@ -45,9 +46,17 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 }
 
 // verified holds, per client setting, queue and required retention, whether this process has
-// found the queue's retention long enough (or could not read it from an emulator). A failed
-// check is not kept: the next bundle checks again.
-var verified gcpconn.Cache[retentionKey, struct{}]
+// found the queue's retention long enough (or could not read it from an emulator). The
+// instances that check a queue at once wait for one read; a failed check is remembered for
+// gcpconn.FailureTTL (the bundles meanwhile fail at once with its error), then read again. It
+// is bounded like every per-queue state (processcache.go).
+var verified = gcpconn.Cache[retentionKey, *retentionVerdict]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
+
+// retentionVerdict is a passed retention check.
+type retentionVerdict struct {
+	unimplemented bool      // the server lacks v2beta3 GetQueue: not verified
+	logged        sync.Once // that it was not verified
+}
 
 type retentionKey struct {
 	client    clientSpec
@@ -62,28 +71,36 @@ const defaultTombstoneTTL = time.Hour
 
 // verifyRetention checks once per process, client setting and queue that the queue remembers
 // task names at least as long as the staged options assume. A server that does not implement
-// the v2beta3 API (an emulator) skips the check with one log line.
+// the v2beta3 API (an emulator) skips the check with one log line. ctx bounds the wait for a
+// read that another instance started.
 func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, queue string, want time.Duration) error {
 	key := retentionKey{client: spec, queue: queue, retention: want}
-	_, err := verified.Get(key, func() (struct{}, error) {
-		ttl, ok, err := r.tombstoneTTL(ctx, queue)
+	v, err := verified.Get(ctx, key, func() (*retentionVerdict, error) {
+		// The read serves every instance waiting for it and may outlive the bundle that
+		// started it: it runs on a context of its own.
+		ttl, ok, err := r.tombstoneTTL(context.Background(), queue)
 		switch {
 		case status.Code(err) == codes.Unimplemented:
-			log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
+			return &retentionVerdict{unimplemented: true}, nil
 		case err != nil:
 			code := engine.OutermostCode(err)
-			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			return nil, fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
 				"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
 				queue, code, retentionFailureMeaning(code))
 		case !ok && defaultTombstoneTTL < want:
-			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
+			return nil, fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 				queue, defaultTombstoneTTL, want)
 		case ok && ttl < want:
-			return struct{}{}, fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
+			return nil, fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
 				queue, ttl, want)
 		}
-		return struct{}{}, nil
+		return &retentionVerdict{}, nil
 	})
+	if err == nil && v.unimplemented {
+		v.logged.Do(func() {
+			log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
+		})
+	}
 	return err
 }
 

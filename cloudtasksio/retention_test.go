@@ -3,7 +3,9 @@ package cloudtasksio
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -12,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // fakeRetention answers the retention preflight.
@@ -82,4 +85,41 @@ func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
 			assert.NotContains(t, err.Error(), "secret detail")
 		})
 	}
+}
+
+// flakyRetention answers the retention read with err, counting the reads.
+type flakyRetention struct {
+	mu    sync.Mutex
+	err   error
+	reads int
+}
+
+func (r *flakyRetention) tombstoneTTL(context.Context, string) (time.Duration, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reads++
+	return time.Hour, true, r.err
+}
+
+func TestRetentionCheckRemembersAFailedReadForFailureTTLThenReadsAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &flakyRetention{err: status.Error(codes.Unavailable, "down")}
+		spec := clientSpec{EmulatorEndpoint: "retention-failure-ttl.invalid:1"}
+		const queue = "projects/p/locations/l/queues/retention-failure-ttl"
+		for range 10 { // bundles retried at once
+			err := verifyRetention(context.Background(), r, spec, queue, time.Hour)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "UNAVAILABLE")
+		}
+		r.mu.Lock()
+		r.err = nil // the service is back
+		r.mu.Unlock()
+		require.Error(t, verifyRetention(context.Background(), r, spec, queue, time.Hour), "remembered until FailureTTL")
+		assert.Equal(t, 1, r.reads)
+
+		time.Sleep(gcpconn.FailureTTL)
+		require.NoError(t, verifyRetention(context.Background(), r, spec, queue, time.Hour))
+		require.NoError(t, verifyRetention(context.Background(), r, spec, queue, time.Hour))
+		assert.Equal(t, 2, r.reads, "read again once, then kept")
+	})
 }

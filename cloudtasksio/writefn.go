@@ -65,7 +65,7 @@ func (f *writeFn) Setup() error {
 }
 
 func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
-	client, err := sharedClient(f.Spec.Client)
+	client, err := sharedClient(ctx, f.Spec.Client)
 	if err != nil {
 		return err
 	}

@@ -32,19 +32,26 @@ type sharedPublisher struct {
 	pub    *pubsub.Publisher
 }
 
-// publishers keeps one publisher per client setting for the life of the process: a slow
-// topic check for one setting does not hold up another.
+// publishers keeps one publisher per client setting for the life of the process, in a
+// gcpconn.Cache: the instances that start at once wait for one topic check, and a slow check
+// for one setting does not hold up another. Its keys come from the pipeline's configuration,
+// not from the data, so it needs no bound, and its clients are never closed.
 var publishers gcpconn.Cache[clientKey, *sharedPublisher]
 
 // getPublisher returns the process's publisher for key, creating the client and checking the
-// topic on first use. A failure is not cached: the next bundle tries again, so a topic
-// created after the pipeline started is picked up. checkTimeout bounds the topic check.
+// topic on first use; ctx bounds the wait for a check another instance started. A failure is
+// remembered for gcpconn.FailureTTL, during which every bundle gets it at once, and then
+// checked again, so a topic created after the pipeline started is picked up. checkTimeout
+// bounds the topic check.
 //
 // Clients are never closed: portable runners do not call Teardown, and a worker process
 // lives as long as its pipeline.
 func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
-	return publishers.Get(key, func() (*sharedPublisher, error) {
-		sp, err := newSharedPublisher(ctx, key, checkTimeout)
+	return publishers.Get(ctx, key, func() (*sharedPublisher, error) {
+		// The creation outlives the bundle that started it and serves them all: it runs
+		// on a context of its own.
+		ctx := context.Background()
+		sp, err := newPublisher(ctx, key, checkTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -52,6 +59,9 @@ func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration
 		return sp, nil
 	})
 }
+
+// newPublisher creates a client and publisher and checks the topic; tests replace it.
+var newPublisher = newSharedPublisher
 
 func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
 	topic, err := parseTopic(key.topic)
@@ -62,8 +72,7 @@ func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Du
 	if err != nil {
 		return nil, err
 	}
-	// The client outlives this bundle: keep it off the bundle's cancellation.
-	client, err := pubsub.NewClient(context.WithoutCancel(ctx), topic.project, opts...)
+	client, err := pubsub.NewClient(ctx, topic.project, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("pubsubdl: creating the Pub/Sub client for topic %q: %w", key.topic, err)
 	}

@@ -7,13 +7,17 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -27,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 const testTopic = "projects/test-project/topics/dead-letters"
@@ -172,13 +177,72 @@ func TestMissingTopicFailsWithItsName(t *testing.T) {
 	assert.Contains(t, err.Error(), testTopic)
 	assert.Contains(t, err.Error(), "does not exist")
 
-	// The topic was not created, and a later bundle sees it once someone creates it.
+	// The topic was not created. A bundle retried at once fails the same way without another
+	// check; the check is made again after gcpconn.FailureTTL
+	// (TestATopicCheckIsSharedAndItsFailureRememberedForFailureTTL).
 	_, err = srv.GServer.GetTopic(t.Context(), &pubsubpb.GetTopicRequest{Topic: testTopic})
 	require.Error(t, err)
 	_, err = srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: testTopic})
 	require.NoError(t, err)
-	require.NoError(t, runBundle(t.Context(), fn, 0, numbered(1)...))
-	assert.Len(t, srv.Messages(), 1)
+	err = runBundle(t.Context(), fn, 0, numbered(1)...)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "does not exist", "remembered")
+	assert.Empty(t, srv.Messages())
+}
+
+func TestATopicCheckIsSharedAndItsFailureRememberedForFailureTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const checkTime = 200 * time.Millisecond
+		var checks atomic.Int64
+		var topicExists atomic.Bool
+		saved := newPublisher
+		t.Cleanup(func() { newPublisher = saved })
+		newPublisher = func(context.Context, clientKey, time.Duration) (*sharedPublisher, error) {
+			checks.Add(1)
+			time.Sleep(checkTime)
+			if !topicExists.Load() {
+				return nil, errors.New("deadletter: Topic does not exist")
+			}
+			return &sharedPublisher{}, nil
+		}
+		key := clientKey{topic: "projects/p/topics/shared-check", endpoint: "shared-check.invalid:1"}
+		startTogether := func() (longest time.Duration, failed int) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					start := time.Now()
+					_, err := getPublisher(context.Background(), key, time.Minute)
+					mu.Lock()
+					defer mu.Unlock()
+					longest = max(longest, time.Since(start))
+					if err != nil {
+						failed++
+					}
+				})
+			}
+			wg.Wait()
+			return longest, failed
+		}
+
+		longest, failed := startTogether()
+		t.Logf("the last of 64 StartBundle calls waited %v behind one topic check of %v", longest, checkTime)
+		assert.Equal(t, checkTime, longest, "64 instances starting together wait for one check")
+		assert.Equal(t, 64, failed)
+		assert.Equal(t, int64(1), checks.Load())
+
+		topicExists.Store(true) // the operator creates the topic
+		longest, failed = startTogether()
+		assert.Zero(t, longest, "the failure is remembered: every bundle meanwhile fails at once")
+		assert.Equal(t, 64, failed)
+		assert.Equal(t, int64(1), checks.Load())
+
+		time.Sleep(gcpconn.FailureTTL)
+		longest, failed = startTogether()
+		assert.Equal(t, checkTime, longest)
+		assert.Zero(t, failed, "after FailureTTL one check finds the topic")
+		assert.Equal(t, int64(2), checks.Load())
+	})
 }
 
 func TestPublishersAreSharedPerSetting(t *testing.T) {
