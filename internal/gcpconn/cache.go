@@ -89,14 +89,15 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, create func() (V, error)) 
 		c.entries[key] = c.recency.PushFront(e)
 		c.boundLocked()
 		go c.create(e, create)
+	} else if e.finished {
+		// Without touching done: the common case costs no channel operation (and an entry
+		// made inside a testing/synctest bubble stays usable outside it).
+		v, err := e.value, e.err
+		c.mu.Unlock()
+		return v, err
 	}
 	c.mu.Unlock()
 
-	select {
-	case <-e.done:
-		return e.value, e.err
-	default:
-	}
 	select {
 	case <-e.done:
 		return e.value, e.err
