@@ -76,6 +76,10 @@ func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
 		return nil
 	}
 	// The creation cannot fail or wait: no context to honour.
-	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) { return engine.NewAdaptive(), nil })
+	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) {
+		a := engine.NewAdaptive()
+		a.IdleTTL, a.MaxQueues = queueStateIdleTTL, maxQueueStates
+		return a, nil
+	})
 	return a
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -86,9 +87,20 @@ const maxRetryDelay = 5 * time.Minute
 // Adaptive holds the adaptive concurrency state of one client setting, one
 // per queue. It is safe for concurrent use. Give the same *Adaptive to the
 // Options of every engine that should share the limits.
+//
+// A queue with nothing in flight and no engine waiting for it is idle. IdleTTL
+// and MaxQueues bound the queues kept, for a process that writes to very many:
+// a queue idle for IdleTTL is forgotten, and beyond MaxQueues queues the one
+// idle the longest is. A forgotten queue starts afresh on its next create, as
+// if never used. A queue in use is never forgotten. Set them before the first
+// engine uses the Adaptive; zero keeps every queue.
 type Adaptive struct {
+	IdleTTL   time.Duration
+	MaxQueues int
+
 	mu     sync.Mutex
 	queues map[string]*queueLimit
+	idle   list.List // of *queueLimit: the idle queues, most recently idle first
 }
 
 // NewAdaptive returns an Adaptive of its own, sharing nothing with any other.
@@ -159,16 +171,22 @@ type queueLimit struct {
 	// waiters are the wake channels of engines holding requests for the
 	// queue; a release signals each without blocking.
 	waiters map[chan struct{}]struct{}
+
+	path      string
+	idleEl    *list.Element // in Adaptive.idle while the queue is idle
+	idleSince time.Time
 }
 
-// queue returns the state of path, created at cap or raised to it.
+// queue returns the state of path, created at cap or raised to it. The
+// caller uses it (and settles it after).
 func (a *Adaptive) queue(path string, cap int) *queueLimit {
 	if a.queues == nil {
 		a.queues = map[string]*queueLimit{}
 	}
 	q := a.queues[path]
 	if q == nil {
-		q = &queueLimit{limit: float64(min(cap, initialLimit)), cap: cap}
+		a.forgetIdle(time.Now())
+		q = &queueLimit{limit: float64(min(cap, initialLimit)), cap: cap, path: path}
 		a.queues[path] = q
 	}
 	if cap > q.cap {
@@ -200,6 +218,7 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queue(queue, cap)
+	defer a.settle(q)
 	if now.Before(q.pausedUntil) {
 		return permit{}, false, q.pausedUntil
 	}
@@ -253,6 +272,7 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queues[p.queue]
+	defer a.settle(q)
 	q.inFlight--
 	if o != outcomeOther && at.After(p.start) {
 		sample := at.Sub(p.start)
@@ -383,6 +403,7 @@ func (a *Adaptive) watch(queue string, cap int, ch chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queue(queue, cap)
+	defer a.settle(q)
 	if q.waiters == nil {
 		q.waiters = map[chan struct{}]struct{}{}
 	}
@@ -394,7 +415,44 @@ func (a *Adaptive) unwatch(queue string, ch chan struct{}) {
 	defer a.mu.Unlock()
 	if q := a.queues[queue]; q != nil {
 		delete(q.waiters, ch)
+		a.settle(q)
 	}
+}
+
+// settle puts q on the idle list when nothing is in flight to it and no
+// engine waits for it, and takes it off when either changes.
+func (a *Adaptive) settle(q *queueLimit) {
+	idle := q.inFlight == 0 && len(q.waiters) == 0
+	switch {
+	case idle && q.idleEl == nil:
+		q.idleSince = time.Now()
+		q.idleEl = a.idle.PushFront(q)
+	case !idle && q.idleEl != nil:
+		a.idle.Remove(q.idleEl)
+		q.idleEl = nil
+	}
+}
+
+// forgetIdle forgets the queues idle for IdleTTL, and the longest idle ones
+// while a new queue would take the Adaptive beyond MaxQueues.
+func (a *Adaptive) forgetIdle(now time.Time) {
+	for el := a.idle.Back(); el != nil; el = a.idle.Back() {
+		q := el.Value.(*queueLimit)
+		expired := a.IdleTTL > 0 && now.Sub(q.idleSince) >= a.IdleTTL
+		full := a.MaxQueues > 0 && len(a.queues) >= a.MaxQueues
+		if !expired && !full {
+			return
+		}
+		a.idle.Remove(el)
+		delete(a.queues, q.path)
+	}
+}
+
+// Len returns the number of queues the Adaptive keeps.
+func (a *Adaptive) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.queues)
 }
 
 // throttle reads what a failed create says about the queue's quota:
