@@ -136,3 +136,17 @@ func TestDecodeElementErrorsWrap(t *testing.T) {
 	assert.True(t, errors.Is(err, deadletter.ErrNoElement))
 	assert.True(t, strings.HasPrefix(err.Error(), "deadletter: DecodeElement: "))
 }
+
+func TestDecodeElementAsTakesTheTypeAtRunTime(t *testing.T) {
+	b, name, err := deadletter.EncodeElement(order{ID: "o-9"})
+	require.NoError(t, err)
+	fe := deadletter.FailedElement{Element: b, ElementType: name}
+	got, err := deadletter.DecodeElementAs(fe, reflect.TypeFor[order]())
+	require.NoError(t, err)
+	assert.Equal(t, order{ID: "o-9"}, got)
+
+	_, err = deadletter.DecodeElementAs(fe, reflect.TypeFor[string]())
+	assert.ErrorIs(t, err, deadletter.ErrElementType)
+	_, err = deadletter.DecodeElementAs(fe, nil)
+	assert.Error(t, err)
+}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
@@ -286,8 +287,13 @@ func TestTemplateDeadLettersReachPubSub(t *testing.T) {
 		assert.NotContains(t, m.Attributes[pubsubdl.AttrError], "tomorrow noon", "errors never carry the record")
 		codes[m.Attributes[pubsubdl.AttrCode]]++
 		if m.Attributes[pubsubdl.AttrCode] == cloudtasksio.CodeSerialization {
+			fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: m.Attributes})
+			require.NoError(t, err)
 			var rec kafkatemplate.Record
-			require.NoError(t, json.Unmarshal(m.Data, &rec), "an unreadable record's dead letter carries the record as JSON")
+			require.NoError(t, json.Unmarshal(fe.Payload, &rec), "an unreadable record's dead letter carries the record as JSON")
+			elem, err := deadletter.DecodeElement[kafkatemplate.Record](fe)
+			require.NoError(t, err, "and as its element")
+			assert.Equal(t, rec, elem)
 			assert.Empty(t, rec.Topic, "a line of a file has no Kafka coordinates")
 			deadValues = append(deadValues, string(rec.Value))
 		} else {

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"cloud.google.com/go/pubsub/v2"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -313,8 +314,10 @@ func TestKafkaTemplateUnreadableRecordIsADeadLetterThatKeepsTheRecord(t *testing
 			for _, m := range msgs {
 				assert.Equal(t, cloudtasksio.CodeSerialization, m.Attributes[pubsubdl.AttrCode])
 				assert.Equal(t, ct.Queue.Path(), m.Attributes[pubsubdl.AttrDestination])
+				fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: m.Attributes})
+				require.NoError(t, err)
 				var rec kafkatemplate.Record
-				require.NoError(t, json.Unmarshal(m.Data, &rec), "the dead letter carries the record as JSON")
+				require.NoError(t, json.Unmarshal(fe.Payload, &rec), "the dead letter carries the record as JSON")
 				want, ok := unreadable[string(rec.Value)]
 				require.True(t, ok, "a dead letter of a record that was readable: %.80q", rec.Value)
 				assert.NotContains(t, m.Attributes[pubsubdl.AttrError], string(rec.Value), "the error never carries the record")

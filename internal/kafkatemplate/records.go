@@ -105,8 +105,8 @@ func (spec *recordSpec) read(r Record) (record, error) {
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
 
 // reject applies the failure policy to a record that could not be read: the error fails the
-// bundle, a warning is logged, or a dead letter carrying the record (Record as JSON) is
-// emitted.
+// bundle, a warning is logged, or a dead letter carrying the record (Record as JSON in the
+// payload, and Beam-coded as its element) is emitted.
 func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, r Record, why error, dead func(deadletter.FailedElement)) error {
 	rejected.Inc(ctx, 1)
 	switch spec.OnFailure {
@@ -118,13 +118,18 @@ func (spec *recordSpec) reject(ctx context.Context, rejected beam.Counter, r Rec
 		if err != nil {
 			return fmt.Errorf("kafka-to-cloudtasks: encoding a dead letter: %w", err)
 		}
-		dead(deadletter.FailedElement{
+		fe := deadletter.FailedElement{
 			Connector:   cloudtasksio.Connector,
 			Destination: spec.Destination,
 			Payload:     payload,
 			Code:        cloudtasksio.CodeSerialization,
 			Error:       "kafka-to-cloudtasks: " + why.Error() + "; the payload is the record as JSON",
-		})
+		}
+		// The element too, as every dead letter carries it: deadletter.DecodeElement[Record].
+		if fe.Element, fe.ElementType, err = deadletter.EncodeElement(r); err != nil {
+			fe.Error += "; the dead letter carries no element: " + err.Error()
+		}
+		dead(fe)
 		return nil
 	}
 	return fmt.Errorf("kafka-to-cloudtasks: a record cannot become a task: %w (see --on_failure)", why)
