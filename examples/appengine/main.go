@@ -24,8 +24,6 @@ import (
 	"flag"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
@@ -46,6 +44,6 @@ func run(ctx context.Context) error {
 	defer h.Close()
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithAppEngineURL(h.URL()))
 	defer ct.Close()
-	_, err = appengine.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, appengine.Options{Handler: h, Jobs: appengine.DemoJobs()})
+	_, err = appengine.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, appengine.Options{Handler: h, Jobs: appengine.DemoJobs()})
 	return err
 }

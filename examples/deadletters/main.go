@@ -25,7 +25,6 @@ import (
 	"os"
 
 	"cloud.google.com/go/pubsub/v2/pstest"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
@@ -49,6 +48,6 @@ func run(ctx context.Context) error {
 		pubSub = srv.Addr
 	}
 	opts := deadletters.Options{Settings: deadletters.DefaultSettings(pubSub), Orders: deadletters.DemoOrders()}
-	_, err := deadletters.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
+	_, err := deadletters.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, opts)
 	return err
 }

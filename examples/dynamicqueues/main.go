@@ -22,8 +22,6 @@ import (
 	"flag"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
@@ -37,6 +35,6 @@ func main() { exampleenv.Main("dynamicqueues", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)
 	defer ct.Close()
-	_, err := dynamicqueues.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, dynamicqueues.Options{Orders: dynamicqueues.DemoOrders()})
+	_, err := dynamicqueues.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, dynamicqueues.Options{Orders: dynamicqueues.DemoOrders()})
 	return err
 }

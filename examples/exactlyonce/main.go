@@ -24,8 +24,6 @@ import (
 	"flag"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
@@ -39,6 +37,6 @@ func main() { exampleenv.Main("exactlyonce", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator)
 	defer ct.Close()
-	_, err := exactlyonce.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, exactlyonce.Options{Payments: exactlyonce.DemoPayments()})
+	_, err := exactlyonce.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, exactlyonce.Options{Payments: exactlyonce.DemoPayments()})
 	return err
 }

@@ -30,7 +30,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"golang.org/x/term"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
@@ -59,7 +58,7 @@ func run(ctx context.Context) error {
 	}
 	ct := exampleenv.StartCloudTasks("")
 	defer ct.Close()
-	_, err = quickstart.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, opts)
+	_, err = quickstart.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, opts)
 	return err
 }
 

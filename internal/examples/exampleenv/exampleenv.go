@@ -21,6 +21,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"google.golang.org/api/iterator"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -58,9 +59,32 @@ type Runner func(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, er
 
 var verbose = flag.Bool("verbose", false, "show the runner's log lines")
 
+// ErrDryRun is what RunWithMetrics returns when the runner only translated the pipeline and
+// printed the job without running it (Dataflow's --dry_run): there is nothing to wait for and
+// no result to show. Main reports it and exits with status 0.
+var ErrDryRun = errors.New("dry run: the pipeline was translated and printed (at INFO; --verbose shows it), not run")
+
+// RunWithMetrics runs p on the runner Beam's flags choose (beamx.RunWithMetrics) and returns
+// ErrDryRun when that runner only printed the job (Dataflow's --dry_run).
+func RunWithMetrics(ctx context.Context, p *beam.Pipeline) (beam.PipelineResult, error) {
+	pr, err := beamx.RunWithMetrics(ctx, p)
+	if err == nil && pr == nil && dryRunFlagSet() {
+		return nil, ErrDryRun
+	}
+	return pr, err
+}
+
+// dryRunFlagSet says whether Beam's Dataflow runner flag --dry_run is set.
+func dryRunFlagSet() bool {
+	f := flag.Lookup("dry_run")
+	return f != nil && f.Value.String() == "true"
+}
+
 // Main is the body of every example's main function: it parses the flags, initialises Beam,
 // keeps the runner's log lines quiet unless --verbose is given, runs run with a context that
 // Ctrl-C cancels, and exits with status 1 and the error, prefixed by name, when run fails.
+// A run that ends in ErrDryRun (the example's runner is RunWithMetrics) is reported on stderr
+// and is a success.
 func Main(name string, run func(ctx context.Context) error) {
 	flag.Parse()
 	beam.Init()
@@ -70,6 +94,10 @@ func Main(name string, run func(ctx context.Context) error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx)
 	stop()
+	if errors.Is(err, ErrDryRun) {
+		fmt.Fprintln(os.Stderr, name+":", ErrDryRun)
+		return
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)
