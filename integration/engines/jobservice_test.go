@@ -6,10 +6,10 @@ package engines
 // in-process Cloud Tasks server stored and what the loopback receiver was sent.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,7 +29,7 @@ import (
 )
 
 func init() {
-	register.DoFn1x1[int64, order](&tickOrderFn{})
+	register.Function1x1(tickOrder)
 }
 
 // shards is how many pieces the generator splits its input into: enough for both of the
@@ -70,10 +70,10 @@ func TestEngineAtLeastOnceDeliversEveryOrderOnce(t *testing.T) {
 		st := ct.Stats()
 		assert.Equal(t, n, st.TasksCreated, "tasks stored")
 		assert.Equal(t, n, st.CreateTaskCalls, "one create call per order: nothing failed, nothing was retried")
-		assert.Equal(t, int64(n), emittedBy(t.Name()), "the generator ran once: no bundle was replayed")
 		ct.waitDrained(t)
 		assertEachOnce(t, rcv, n)
 
+		assert.Equal(t, int64(n), sinkCounters(pr, enginesNamespace)["generated"], "the generator ran once: no bundle was replayed")
 		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
 		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
 		assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend])
@@ -205,6 +205,56 @@ func TestEngineFailedBundleIsReplayedAndUnnamedOrdersArriveAtLeastOnce(t *testin
 	})
 }
 
+func TestEngineNamedOrdersOfAFailedJobRunAgainAreCreatedOnce(t *testing.T) {
+	onEngines(t, func(t *testing.T, e engine) {
+		// The replay a runner without bundle retries leaves to its user: the first job meets a
+		// PERMISSION_DENIED window after 1,500 creates and fails (an engine that retries bundles
+		// may get through it instead), and the same input is then written again by a second job.
+		// Named tasks make the second job create only what the first did not.
+		const n, ok, denied = 5000, 1500, 3
+		ct := newCloudTasks(t)
+		rcv := newReceiver(t)
+		script := make([]codes.Code, 0, ok+denied)
+		for range ok {
+			script = append(script, codes.OK)
+		}
+		for range denied {
+			script = append(script, codes.PermissionDenied)
+		}
+		ct.InjectErrors("CreateTask", script...)
+		build := func(run string) *beam.Pipeline {
+			p, s := beam.NewPipelineWithRoot()
+			orders := beam.ParDo(s, namedOrderOf, generate(s, t.Name()+"/"+run, n, shards))
+			cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
+			return p
+		}
+
+		_, err := e.run(context.Background(), build("first"))
+		if e.RetriesBundles {
+			require.NoError(t, err, "%s re-runs the failed bundles", e.Name)
+		} else {
+			require.Error(t, err, "%s fails the job at the first failed bundle", e.Name)
+			assert.Contains(t, err.Error(), "PERMISSION_DENIED")
+		}
+		first := ct.Stats()
+		t.Logf("the first job stored %d of %d tasks: %.300v", first.TasksCreated, n, err)
+		require.Equal(t, denied, first.InjectedErrors, "the whole PERMISSION_DENIED window was met")
+
+		pr := e.mustRun(t, build("again"))
+		second := ct.Stats()
+		assert.Equal(t, n, second.TasksCreated, "every key is stored once over both jobs")
+		counters := sinkCounters(pr, cloudtasksio.MetricsNamespace)
+		require.NotEmpty(t, counters, "the job service returned no cloudtasksio counters")
+		assert.Equal(t, int64(n), counters[cloudtasksio.MetricRecordsSend], "the second job accepted every order")
+		// A create the first job still had in flight when it failed may land after this point,
+		// so the tasks it stored are a lower bound of what the second one found there.
+		assert.GreaterOrEqual(t, counters[cloudtasksio.MetricTasksDeduplicated], int64(first.TasksCreated),
+			"every task the first job stored came back ALREADY_EXISTS in the second")
+		ct.waitDrained(t)
+		assertEachOnce(t, rcv, n)
+	})
+}
+
 func TestEngineExactlyOnceCreatesEveryOrderOnce(t *testing.T) {
 	onEngines(t, func(t *testing.T, e engine) {
 		const n = 5000
@@ -294,21 +344,15 @@ func TestEngineDeadLettersArePublishedOnceEach(t *testing.T) {
 	})
 }
 
-// lastTicks holds, per run id, when tickOrderFn last saw a tick (Unix nanoseconds).
-var lastTicks sync.Map // run id -> *atomic.Int64
-
-// tickOrderFn turns tick i of a periodic sequence into order i and notes when it did.
-type tickOrderFn struct{ RunID string }
-
-func (f *tickOrderFn) ProcessElement(i int64) order {
-	c, _ := lastTicks.LoadOrStore(f.RunID, new(atomic.Int64))
-	c.(*atomic.Int64).Store(time.Now().UnixNano())
-	return orderOf(int(i))
-}
+// tickOrder turns tick i of a periodic sequence into order i.
+func tickOrder(i int64) order { return orderOf(int(i)) }
 
 func TestEngineStreamingCreatesTasksWhileInputArrives(t *testing.T) {
 	onEngines(t, func(t *testing.T, e engine) {
-		const ticks, interval = 200, 100 * time.Millisecond
+		// The ticks start lead after the pipeline is built, time enough to submit the job and
+		// start its workers (an EXTERNAL worker is staged and started anew, seconds on a busy
+		// machine), so that the ticks do arrive one by one and not in a burst of overdue ones.
+		const ticks, interval, lead = 60, 100 * time.Millisecond, 10 * time.Second
 		ct := newCloudTasks(t)
 		var firstCreate atomic.Int64
 		stop := ct.Observe("CreateTask", func(c cloudtaskstest.Call) {
@@ -319,21 +363,24 @@ func TestEngineStreamingCreatesTasksWhileInputArrives(t *testing.T) {
 		defer stop()
 		rcv := newReceiver(t)
 
-		// An unbounded source: one tick every interval for ticks intervals from now, emitted by a
-		// splittable DoFn that checkpoints itself between ticks.
+		// An unbounded source: one tick every interval for ticks intervals from start, emitted by
+		// a splittable DoFn that checkpoints itself between ticks. Tick i is not emitted before
+		// start + i*interval, so a task created before the last tick was due was created while
+		// input was still arriving, wherever the workers run.
 		p, s := beam.NewPipelineWithRoot()
-		start := time.Now()
+		start := time.Now().Add(lead)
 		def := periodic.NewSequenceDefinition(start, start.Add(ticks*interval), interval)
-		orders := beam.ParDo(s, &tickOrderFn{RunID: t.Name()}, periodic.Sequence(s, beam.Create(s, def)))
+		orders := beam.ParDo(s, tickOrder, periodic.Sequence(s, beam.Create(s, def)))
 		cloudtasksio.Write(s, ct.httpConfig(rcv.URL+"/orders"), orders)
-		e.mustRun(t, p)
+		// This case reads no metrics: where the job service cannot report them, the outcome is
+		// judged by what the server stored and what the receiver got.
+		e.runReadingNoMetrics(t, p)
 
-		c, ok := lastTicks.Load(t.Name())
-		require.True(t, ok, "no tick reached the pipeline")
-		last := time.Unix(0, c.(*atomic.Int64).Load())
+		require.NotZero(t, firstCreate.Load(), "no task was created")
 		first := time.Unix(0, firstCreate.Load())
-		t.Logf("first create %v before the last tick", last.Sub(first))
-		assert.True(t, first.Before(last), "the first task was created (%v) before the last tick arrived (%v)", first, last)
+		lastDue := start.Add((ticks - 1) * interval)
+		t.Logf("first create %v before the last tick was due", lastDue.Sub(first))
+		assert.True(t, first.Before(lastDue), "the first task was created (%v) before the last tick was due (%v)", first, lastDue)
 		assert.Equal(t, ticks, ct.Stats().TasksCreated)
 		ct.waitDrained(t)
 		assertEachOnce(t, rcv, ticks)
