@@ -8,8 +8,9 @@ package engines
 // The Java side of the read needs the broker (KAFKA_BOOTSTRAP_SERVERS) and Beam's Java IO
 // expansion service (BEAM_EXPANSION_ADDR), whose default environment is an EXTERNAL Java
 // worker pool that .ci/engines starts beside it, so no Docker is involved. The Go side runs
-// LOOPBACK in this process. The cases run on prism, and on Flink too when BEAM_FLINK_ENDPOINT
-// is set.
+// LOOPBACK in this process. The cases run on prism, on the Python SDK's job service when
+// BEAM_PYTHON_JOB_ENDPOINT is set (its runner hands the Java stages to the same Java worker
+// pool), and on Flink when BEAM_FLINK_ENDPOINT is set.
 
 import (
 	"context"
@@ -64,9 +65,13 @@ func newKafkaEnv(t *testing.T) *kafkaEnv {
 	return env
 }
 
-// kafkaEngines are the engines the Kafka cases run on: prism always, Flink when it is given.
+// kafkaEngines are the engines the Kafka cases run on: prism always, the Python job service
+// and Flink when they are given.
 func kafkaEngines() []engine {
 	engines := []engine{prismEngine()}
+	if ep := os.Getenv(pythonEndpointEnv); ep != "" {
+		engines = append(engines, pythonJobService(ep))
+	}
 	if ep := os.Getenv(flinkEndpointEnv); ep != "" {
 		engines = append(engines, flinkJobServer(ep))
 	}
