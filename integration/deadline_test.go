@@ -50,6 +50,7 @@ func TestDispatchDeadlinesReachTheStoredTasksOnPrism(t *testing.T) {
 	counters := runWrites(t, func(s beam.Scope) {
 		cloudtasksio.Write(s, httpCfg, beam.Create(s, deadlineItem{ID: "fixed"}, deadlineItem{ID: "own", Deadline: 20 * time.Minute},
 			deadlineItem{ID: "too-long", Deadline: 31 * time.Minute}))
+	}, func(s beam.Scope) {
 		cloudtasksio.Write(s, aeCfg, beam.Create(s, deadlineItem{ID: "fixed"}, deadlineItem{ID: "own", Deadline: 20 * time.Hour}))
 	})
 	assert.Equal(t, int64(4), counters[cloudtasksio.MetricRecordsSend])
