@@ -1,9 +1,11 @@
 package engines
 
 // The sink on job services outside the test process: each case runs one pipeline on every
-// engine jobServiceEngines names (Beam's Flink job server at BEAM_FLINK_ENDPOINT, a prism job
-// service at BEAM_PRISM_ENDPOINT), as a subtest named after the engine, and asserts what the
-// in-process Cloud Tasks server stored and what the loopback receiver was sent.
+// engine jobServiceEngines names (a prism job service at BEAM_PRISM_ENDPOINT with LOOPBACK
+// workers and, with BEAM_WORKER_POOL, with EXTERNAL ones; the Python SDK's job service at
+// BEAM_PYTHON_JOB_ENDPOINT; Beam's Flink job server at BEAM_FLINK_ENDPOINT), as a subtest named
+// after the engine, and asserts what the in-process Cloud Tasks server stored and what the
+// loopback receiver was sent.
 
 import (
 	"context"

@@ -4,15 +4,23 @@
 //
 // Each engine is enabled by one environment variable holding its address:
 //
-//	BEAM_FLINK_ENDPOINT=host:port   the job endpoint of Beam's Flink job server
-//	BEAM_PRISM_ENDPOINT=host:port   the job endpoint of a prism job service in its own process
+//	BEAM_PRISM_ENDPOINT=host:port       the job endpoint of a prism job service in its own process
+//	BEAM_WORKER_POOL=host:port          with it, the same cases again with EXTERNAL workers
+//	                                    started by this worker pool (./workerpool)
+//	BEAM_PYTHON_JOB_ENDPOINT=host:port  the job endpoint of the Python SDK's local job service
+//	BEAM_FLINK_ENDPOINT=host:port       the job endpoint of Beam's Flink job server
 //
-// (and the Kafka suite's KAFKA_BOOTSTRAP_SERVERS and BEAM_EXPANSION_ADDR, see kafka_test.go).
+// and the other suites by theirs: the Kafka suite's KAFKA_BOOTSTRAP_SERVERS and
+// BEAM_EXPANSION_ADDR (kafka_test.go), the Dataflow dry runs' BEAM_EXAMPLE_BINARIES
+// (dataflow_test.go).
 //
-// Without it every test that needs the engine skips with one line naming the variable, so a
+// Without them every test skips with one line that says NOT RUN and names the variable, so a
 // plain `go test ./...` stays hermetic and fast. Pipelines are submitted with Beam's standard
-// job options (runner "flink" or "prism", the endpoint, environment type LOOPBACK): the Go workers run
-// inside this test process, which is how they reach the in-process servers on loopback.
+// job options: the runner ("prism", "universal" or "flink"), the endpoint and the environment
+// type. With LOOPBACK the Go workers run inside this test process; with EXTERNAL the job stages
+// this test binary (--worker_binary) and the worker pool runs it in worker mode in a process of
+// its own (ptest.Main hands such a process to Beam's harness). Either way the workers reach the
+// in-process servers on loopback.
 package engines
 
 import (
