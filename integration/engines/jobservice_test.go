@@ -60,7 +60,7 @@ func assertEachOnce(t *testing.T, rcv *receiver, n int) {
 
 func TestEngineAtLeastOnceDeliversEveryOrderOnce(t *testing.T) {
 	onEngines(t, func(t *testing.T, e engine) {
-		const n = 20000
+		const n = 10000 // ten times the writer's default cap on tasks in flight; 20 s of the queue's 500 dispatches/s
 		ct := newCloudTasks(t)
 		rcv := newReceiver(t)
 		p, s := beam.NewPipelineWithRoot()
