@@ -152,15 +152,28 @@ func runKafkaTemplate(t *testing.T, e engine, args ...string) beam.PipelineResul
 }
 
 // templateArgs are the flags pointing the template at k, topic, the server's queue and url;
-// the read stops after maxRecords records, read from the start of the topic.
+// the read stops after maxRecords records, read from the start of the topic. A flag in extra
+// replaces the default of the same name (the template refuses a flag given twice).
 func (k *kafkaEnv) templateArgs(ct *cloudTasks, topic, url string, maxRecords int, extra ...string) []string {
-	return append([]string{
+	defaults := []string{
 		"--kafka_bootstrap_servers=" + k.Brokers, "--kafka_topics=" + topic, "--expansion_addr=" + k.Expansion,
 		"--kafka_start_offset=earliest", fmt.Sprintf("--kafka_max_records=%d", maxRecords),
 		"--cloudtasks_project=" + ct.Queue.Project, "--cloudtasks_location=" + ct.Queue.Location,
 		"--cloudtasks_queue=" + ct.Queue.Name, "--cloudtasks_emulator_endpoint=" + ct.Addr,
 		"--cloudtasks_http_url=" + url,
-	}, extra...)
+	}
+	name := func(arg string) string { n, _, _ := strings.Cut(arg, "="); return n }
+	given := map[string]bool{}
+	for _, arg := range extra {
+		given[name(arg)] = true
+	}
+	var args []string
+	for _, arg := range defaults {
+		if !given[name(arg)] {
+			args = append(args, arg)
+		}
+	}
+	return append(args, extra...)
 }
 
 func TestKafkaTemplateJSONRecordsBecomeTasksWithTheirBodiesAndHeaders(t *testing.T) {
@@ -398,7 +411,6 @@ func TestKafkaTemplateStartTimeSkipsEarlierRecords(t *testing.T) {
 			ct := newCloudTasks(t)
 			rcv := newBodyReceiver(t)
 			args := k.templateArgs(ct, topic, rcv.URL+"/late", n, "--kafka_start_offset="+start.UTC().Format(time.RFC3339))
-			// templateArgs reads from the earliest offset; the start time given after it wins.
 			runKafkaTemplate(t, e, args...)
 			ct.waitDrained(t)
 
