@@ -125,7 +125,7 @@ const maxKeyFileSize = 64 << 10
 // errors name the file, never its contents.
 func loadSigningKey(path string) (*rsa.PrivateKey, error) {
 	bad := func(why string) error {
-		return fmt.Errorf("cloudtaskstest: OIDC signing key file %q: %s", path, why)
+		return fmt.Errorf("cloudtaskstest: OIDC signing key file %s: %s", echo(path), why)
 	}
 	fi, err := os.Stat(path)
 	switch {

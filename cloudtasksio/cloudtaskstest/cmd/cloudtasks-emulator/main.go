@@ -69,6 +69,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -221,6 +222,27 @@ func queueError(s setting, err error) error {
 	return s.badf("%s; want a queue path projects/PROJECT/locations/LOCATION/queues/QUEUE, such as %s", boundedtext.Cut(msg, 400), exampleQueue)
 }
 
+// flagValueError matches the flag package's error for a value a typed flag cannot parse.
+var flagValueError = regexp.MustCompile(`(?s)^invalid (boolean )?value "(.*)" for (?:flag )?-([^:]+): (.*)$`)
+
+// flagParseError rewords an error of the flag package so that it names the flag first and
+// repeats at most a cut of the value: the package itself quotes the value whole.
+func flagParseError(err error) string {
+	m := flagValueError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return boundedtext.Cut(err.Error(), 300)
+	}
+	boolean, flagName, why := m[1] != "", m[3], m[4]
+	value, _ := strconv.Unquote(`"` + m[2] + `"`)
+	switch {
+	case why == "parse error" && boolean:
+		why = "want true or false (also 1, 0, t, f)"
+	case why == "parse error":
+		why = "not a value of the flag's type (see the usage above)"
+	}
+	return fmt.Sprintf("-%s %s: %s", boundedtext.Cut(flagName, maxEcho), shown(value), boundedtext.Cut(why, 200))
+}
+
 // exampleQueue is the queue path errors show as an example.
 const exampleQueue = "projects/dev/locations/here/queues/orders"
 
@@ -277,7 +299,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		}
 		fs.SetOutput(logOut)
 		fs.Usage()
-		return usagef("%s", boundedtext.Cut(err.Error(), 300))
+		return usagef("%s", flagParseError(err))
 	}
 	if fs.NArg() > 0 {
 		fs.SetOutput(logOut)

@@ -645,13 +645,15 @@ func TestEmulatorErrorsNameWhereTheValueCameFrom(t *testing.T) {
 		"HOST":                   {nil, map[string]string{"HOST": "127.0.0.1/8"}, []string{`HOST "127.0.0.1/8"`, "want a host name or IP address"}, nil},
 		"APP_ENGINE_EMULATOR_HOST": {[]string{"-port", "0"}, map[string]string{"APP_ENGINE_EMULATOR_HOST": "ftp://u:secret@x"},
 			[]string{"APP_ENGINE_EMULATOR_HOST", "want host:port"}, []string{"secret"}},
-		"huge -queue":        {[]string{"-queue", huge}, nil, []string{"-queue", "[truncated]"}, nil},
-		"huge INITIAL":       {nil, map[string]string{"INITIAL_QUEUES": huge}, []string{"INITIAL_QUEUES", "[truncated]"}, nil},
-		"huge -create-quota": {[]string{"-create-quota", huge}, nil, []string{"-create-quota", "[truncated]"}, nil},
-		"huge quota queue":   {[]string{"-create-quota", huge + "=10"}, nil, []string{"-create-quota"}, nil},
-		"huge unknown flag":  {[]string{"-" + huge}, nil, []string{"flag provided but not defined", "[truncated]"}, nil},
-		"huge PORT":          {nil, map[string]string{"PORT": huge}, []string{"PORT", "[truncated]"}, nil},
-		"huge HOST":          {nil, map[string]string{"HOST": huge}, []string{"HOST", "[truncated]"}, nil},
+		"huge -queue":          {[]string{"-queue", huge}, nil, []string{"-queue", "[truncated]"}, nil},
+		"huge INITIAL":         {nil, map[string]string{"INITIAL_QUEUES": huge}, []string{"INITIAL_QUEUES", "[truncated]"}, nil},
+		"huge -create-quota":   {[]string{"-create-quota", huge}, nil, []string{"-create-quota", "[truncated]"}, nil},
+		"huge quota queue":     {[]string{"-create-quota", huge + "=10"}, nil, []string{"-create-quota"}, nil},
+		"huge unknown flag":    {[]string{"-" + huge}, nil, []string{"flag provided but not defined", "[truncated]"}, nil},
+		"huge PORT":            {nil, map[string]string{"PORT": huge}, []string{"PORT", "[truncated]"}, nil},
+		"huge HOST":            {nil, map[string]string{"HOST": huge}, []string{"HOST", "[truncated]"}, nil},
+		"huge -create-latency": {[]string{"-create-latency", huge}, nil, []string{"-create-latency", "[truncated]", "not a value of the flag's type"}, []string{"invalid value"}},
+		"-loopback-only maybe": {[]string{"-loopback-only=maybe"}, nil, []string{`-loopback-only "maybe"`}, nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
