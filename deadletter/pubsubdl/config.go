@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -103,14 +104,14 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 func parseTopic(name string) (topicName, error) {
 	parts := strings.Split(name, "/")
 	if name == "" || len(parts) != 4 || parts[0] != "projects" || parts[2] != "topics" {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %q is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", name)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %s is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", boundedtext.Quote(name))
 	}
 	t := topicName{project: parts[1], topic: parts[3]}
 	if !gcpconn.ValidProject(t.project) {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %q: project %q is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", name, t.project)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %s: project %s is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", boundedtext.Quote(name), boundedtext.Quote(t.project))
 	}
 	if !validTopicID(t.topic) {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %q: topic id %q is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", name, t.topic)
+		return topicName{}, fmt.Errorf("pubsubdl: Topic %s: topic id %s is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", boundedtext.Quote(name), boundedtext.Quote(t.topic))
 	}
 	return t, nil
 }

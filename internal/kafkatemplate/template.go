@@ -28,6 +28,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 func init() {
@@ -244,9 +245,25 @@ func Build(s beam.Scope, o Options) error {
 		pub.ServiceAccountKeyFile = cfg.ServiceAccountKeyFile
 	}
 	if err := pubsubdl.TryToPubSub(s, pub, all); err != nil {
-		return fmt.Errorf("--dead_letter_topic: %w", err)
+		return fmt.Errorf("%s: %w", deadLetterFlagOf(err), err)
 	}
 	return nil
+}
+
+// deadLetterFlagOf names the flag behind a dead-letter publisher setting the error blames: the
+// emulator endpoint and the key file have flags of their own; everything else comes from
+// --dead_letter_topic.
+func deadLetterFlagOf(err error) string {
+	var se *gcpconn.SettingError
+	if errors.As(err, &se) {
+		switch se.Name {
+		case "EmulatorEndpoint":
+			return "--dead_letter_emulator_endpoint"
+		case "ServiceAccountKeyFile":
+			return "--" + SinkFlagName("service-account-key-file")
+		}
+	}
+	return "--dead_letter_topic"
 }
 
 // source returns the records as a PCollection<Record>.
