@@ -216,7 +216,7 @@ type (
 		When string `cloudtasks:"schedule-time"`
 	}
 	tagUnexported struct {
-		ID  string `json:"id"`
+		ID string `json:"id"`
 		//lint:ignore U1000 the unexported field is there to be refused
 		url string `cloudtasks:"url"`
 	}
