@@ -421,9 +421,14 @@ func TestTemplateSecretFlagsAreNeverQuoted(t *testing.T) {
 // flag) with the labels, help texts, optional marks, regexes and groups of the flag table, and
 // no field the spec does not define; that the groups are the template's five, each listed in
 // one run; that every cloudtasksio option key but the body format has a flag; and that the
-// regexes compile.
+// regexes compile. After a change to the flag table, regenerate the parameters with
+// UPDATE_TEMPLATE_METADATA=1 go test -run TestTemplateFlagsAreTheFlexTemplateParameters ./integration/
 func TestTemplateFlagsAreTheFlexTemplateParameters(t *testing.T) {
-	raw, err := os.ReadFile("../examples/kafka-to-cloudtasks/metadata.json")
+	const metadataFile = "../examples/kafka-to-cloudtasks/metadata.json"
+	if os.Getenv("UPDATE_TEMPLATE_METADATA") == "1" {
+		writeTemplateMetadata(t, metadataFile)
+	}
+	raw, err := os.ReadFile(metadataFile)
 	require.NoError(t, err)
 	var spec struct {
 		Name        string               `json:"name"`
@@ -555,6 +560,22 @@ func TestTemplateUsageListsItsOwnFlagsApartFromBeams(t *testing.T) {
 	assert.Contains(t, ours, "--cloudtasks_project (required)")
 	assert.Contains(t, beams, "-runner string\n")
 	assert.NotContains(t, ours, "runner string")
+}
+
+// writeTemplateMetadata rewrites the parameters of the metadata file from the flag table,
+// keeping its other fields.
+func writeTemplateMetadata(t *testing.T, name string) {
+	t.Helper()
+	raw, err := os.ReadFile(name)
+	require.NoError(t, err)
+	var spec map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &spec))
+	spec["parameters"], err = json.Marshal(kafkatemplate.Flags())
+	require.NoError(t, err)
+	out, err := json.MarshalIndent(spec, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(name, append(out, '\n'), 0o644))
+	t.Logf("rewrote the parameters of %s from the flag table", name)
 }
 
 func requiredNames(flags []kafkatemplate.Flag) []string {
