@@ -1,7 +1,9 @@
 // Package deadletter holds the failed-element contract shared by sinks that route elements
-// they could not write to a dead-letter output. Package deadletter/pubsubdl publishes such
-// elements to a Pub/Sub topic; it lives apart so that a program that only writes tasks does
-// not link the Pub/Sub client.
+// they could not write to a dead-letter output: FailedElement, and the helpers that put the
+// input element into a dead letter (ElementEncoder, EncodeElement) and give it back for a
+// replay (DecodeElement, DecodeElementAs). Package deadletter/pubsubdl publishes dead letters
+// to a Pub/Sub topic; it lives apart so that a program that only writes tasks does not link
+// the Pub/Sub client.
 package deadletter
 
 import (
