@@ -106,6 +106,11 @@ var (
 // when fe.ElementType names another type than T (ErrElementType), or when the bytes do not
 // decode as exactly one T. A dead letter without ElementType is decoded as a T without the
 // type check.
+//
+// Decode only dead letters your own pipelines wrote: Beam's coders trust the lengths the
+// bytes announce, so bytes crafted to announce a huge slice make the decoder try to allocate
+// it, which can exhaust the worker's memory (found by fuzzing). Anyone who may publish to a
+// dead-letter topic can write such bytes; keep that permission to the pipeline.
 func DecodeElement[T any](fe FailedElement) (T, error) {
 	var zero T
 	v, err := DecodeElementAs(fe, reflect.TypeFor[T]())

@@ -174,3 +174,27 @@ func TestAnElevenMebibyteDeadLetterIsPublishedReduced(t *testing.T) {
 	assert.Equal(t, 1, reduced)
 	assert.Equal(t, 1, whole)
 }
+
+// FuzzEnvelope checks that any data under EncodingEnvelopeV1 is read without a panic, and
+// that what appendEnvelope writes reads back the same.
+func FuzzEnvelope(f *testing.F) {
+	f.Add([]byte("payload"), []byte("element"), "string", []byte{})
+	f.Add([]byte{}, []byte{}, "", []byte{0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{0}, []byte{1}, "x", []byte{0x48, 0x07, 0x52, 0x01, 'a'})
+	f.Fuzz(func(t *testing.T, payload, element []byte, elementType string, raw []byte) {
+		attrs := map[string]string{AttrEncoding: EncodingEnvelopeV1}
+		_, _, _ = FromMessage(&pubsub.Message{Data: raw, Attributes: attrs})
+
+		data := appendEnvelope(nil, payload, element, elementType)
+		got, _, err := FromMessage(&pubsub.Message{Data: data, Attributes: attrs})
+		if err != nil {
+			t.Fatalf("an envelope appendEnvelope wrote does not read back: %v", err)
+		}
+		if !bytes.Equal(got.Payload, payload) || !bytes.Equal(got.Element, element) {
+			t.Fatalf("payload or element changed in the round trip")
+		}
+		if want := strings.ToValidUTF8(elementType, "\uFFFD"); len(want) <= maxElementTypeBytes && got.ElementType != want {
+			t.Fatalf("element type %q came back as %q", want, got.ElementType)
+		}
+	})
+}
