@@ -53,7 +53,11 @@ func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Obs
 	o.Adaptive = b.adaptive
 	b.engine = engine.New(c, o, obs)
 	b.preflight.startBundle()
-	clear(b.queues)
+	if len(b.queues) > 64 {
+		b.queues = nil // a bundle over many queues leaves no large map behind for the DoFn's life
+	} else {
+		clear(b.queues)
+	}
 }
 
 // bundleErr returns the bundle's first failure, if any.
