@@ -10,7 +10,8 @@ package cloudtasksio
 //
 // runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, queues, memory, all, or a comma
 // separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
-// CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s series of the cases as perfchart CSV.
+// CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s and rejected/s series of the cases as
+// perfchart CSV.
 // docs/performance.md ("Many processes under one quota") has the figures and says why this
 // stands for a Dataflow worker.
 //
@@ -353,6 +354,7 @@ type scaleResult struct {
 	Created         int
 	Wall            time.Duration
 	CreatedPerSlot  []int
+	RejectedPerSlot []int
 }
 
 // BenchmarkScale runs the multi-process harness; see the top of this file. One iteration per
@@ -379,7 +381,7 @@ func BenchmarkScale(b *testing.B) {
 		cases = append(cases, set...)
 	}
 	emulator := buildScaleEmulator(b)
-	var series []perfchart.Series
+	var created, rejected []perfchart.Series
 	for _, c := range cases {
 		b.Run(c.Name+"/"+c.String(), func(b *testing.B) {
 			var r scaleResult
@@ -402,22 +404,25 @@ func BenchmarkScale(b *testing.B) {
 				b.Errorf("%d tasks created, want %d", r.Created, c.Tasks)
 			}
 			writeScaleRow(b, c, r)
-			var pts []perfchart.Point
+			var cp, rp []perfchart.Point
 			for i, n := range r.CreatedPerSlot {
-				pts = append(pts, perfchart.Point{X: (float64(i) + 0.5) * scaleSlot.Seconds(), Y: float64(n) / scaleSlot.Seconds()})
+				x := (float64(i) + 0.5) * scaleSlot.Seconds()
+				cp = append(cp, perfchart.Point{X: x, Y: float64(n) / scaleSlot.Seconds()})
+				rp = append(rp, perfchart.Point{X: x, Y: float64(r.RejectedPerSlot[i]) / scaleSlot.Seconds()})
 			}
-			if len(pts) > 0 {
-				series = append(series, perfchart.Series{Name: c.String(), Points: pts})
+			if len(cp) > 0 {
+				created = append(created, perfchart.Series{Name: c.String(), Points: cp})
+				rejected = append(rejected, perfchart.Series{Name: c.String(), Points: rp})
 			}
 		})
 	}
-	if path := os.Getenv(scaleSeriesEnv); path != "" && len(series) > 0 {
+	if path := os.Getenv(scaleSeriesEnv); path != "" && len(created) > 0 {
 		f, err := os.Create(path)
 		if err != nil {
 			b.Fatalf("%s: %v", scaleSeriesEnv, err)
 		}
 		defer f.Close()
-		if err := perfchart.WriteCSV(f, []perfchart.Panel{{Title: "created/s", Series: series}}); err != nil {
+		if err := perfchart.WriteCSV(f, []perfchart.Panel{{Title: "created/s", Series: created}, {Title: "rejected/s", Series: rejected}}); err != nil {
 			b.Fatalf("%s: %v", scaleSeriesEnv, err)
 		}
 	}
@@ -579,8 +584,10 @@ func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
 		for i, n := range w.CreatedSlots {
 			for len(r.CreatedPerSlot) <= i {
 				r.CreatedPerSlot = append(r.CreatedPerSlot, 0)
+				r.RejectedPerSlot = append(r.RejectedPerSlot, 0)
 			}
 			r.CreatedPerSlot[i] += n
+			r.RejectedPerSlot[i] += w.RejectedSlots[i]
 		}
 	}
 	r.CreatesPerSec = float64(r.Created) / r.Wall.Seconds()
