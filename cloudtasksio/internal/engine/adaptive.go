@@ -3,6 +3,7 @@ package engine
 import (
 	"container/list"
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -340,7 +341,7 @@ func (q *queueLimit) decrease(at time.Time) {
 // acceptedRate counts the creates the queue accepted in recent slots of
 // acceptedSlot each, to tell the rate the quota lets through.
 type acceptedRate struct {
-	slots [acceptedSlots]int
+	slots [acceptedSlots]uint16 // 200 bytes a queue; a slot saturates at 65,535
 	// last is the number of the slot counted last (time since the Unix epoch
 	// divided by acceptedSlot); first is the time of the first count.
 	last  int64
@@ -373,7 +374,9 @@ func (r *acceptedRate) advance(at time.Time) int64 {
 
 func (r *acceptedRate) add(at time.Time) {
 	n := r.advance(at)
-	r.slots[n%acceptedSlots]++
+	if r.slots[n%acceptedSlots] < math.MaxUint16 {
+		r.slots[n%acceptedSlots]++
+	}
 }
 
 // perSecond is the accepted rate over the last acceptedRounds round trips
@@ -389,7 +392,7 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 	k := int64((span + acceptedSlot - 1) / acceptedSlot)
 	count := 0
 	for i := n - k + 1; i <= n; i++ {
-		count += r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots]
+		count += int(r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots])
 	}
 	// The current slot is partly over: measure from the start of the oldest
 	// slot counted to now.
