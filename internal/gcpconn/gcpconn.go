@@ -2,7 +2,9 @@
 // (the Cloud Tasks sink and the dead-letter publisher): the emulator endpoint syntax, the
 // plaintext emulator transport and strict loading of a service-account key file; the emulator
 // and credential rules and the client options they build (Connection); the client settings
-// and their checks (ClientSettings); and the per-process cache of shared clients (Cache).
+// and their checks (ClientSettings); and the per-process cache (Cache) of the shared clients
+// and of what the first-use checks found, which makes one read per key at a time and remembers
+// a failure for FailureTTL.
 package gcpconn
 
 import (
