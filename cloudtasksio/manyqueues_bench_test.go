@@ -150,4 +150,3 @@ func BenchmarkQueueFnStateOverManyQueues(b *testing.B) {
 		}
 	}
 }
-
