@@ -164,11 +164,10 @@ type queueLimit struct {
 	// rate is the paced rate in creates per second, 0 in slow start; next is
 	// the earliest start of the next paced create; grown is when the rate
 	// last grew.
-	rate                   float64
-	next, grown, decreased time.Time
-	streak                 int           // decreases in a row, each within two round trips of the last
-	rtt                    time.Duration // smoothed round trip
-	accepted               acceptedRate
+	rate        float64
+	next, grown time.Time
+	rtt         time.Duration // smoothed round trip
+	accepted    acceptedRate
 	// waiters are the wake channels of engines holding requests for the
 	// queue; a release signals each without blocking.
 	waiters map[chan struct{}]struct{}
