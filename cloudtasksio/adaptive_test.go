@@ -52,8 +52,8 @@ func TestAdaptiveConcurrencyIsSharedByTheCreateDoFnsOfAProcess(t *testing.T) {
 				envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k1"}, eoOrder{ID: "2", Key: "k2"})
 				first := &fakeCreator{script: []error{throttledFor(t, 2*time.Second)}}
 				second := &fakeCreator{}
-				f1 := &stagedCreateFn{Spec: spec, creator: first}
-				f2 := &stagedCreateFn{Spec: spec, creator: second}
+				f1 := newStagedCreateFnWith(spec, first)
+				f2 := newStagedCreateFnWith(spec, second)
 				require.NoError(t, f1.Setup())
 				require.NoError(t, f2.Setup())
 				ctx := context.Background()
@@ -161,7 +161,7 @@ func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
 				}
 				envs := stageAll(t, spec, orders...)
 				ctx, counters := metricsContext()
-				f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{script: slices.Clone(c.script)}}
+				f := newStagedCreateFnWith(spec, &fakeCreator{script: slices.Clone(c.script)})
 				require.NoError(t, f.Setup())
 				require.NoError(t, createAll(ctx, f, envs))
 				require.Equal(t, int64(8), counters()[MetricRecordsSend])

@@ -155,14 +155,18 @@ type stagedCreateFn struct {
 	Spec *sinkSpec
 
 	createBase[*stagedCreate]
-	expired map[ExpiredEnvelopePolicy]beam.Counter
-	age     beam.Distribution // stagedTaskAgeMillis: origin to create, per envelope
-	budget  beam.Distribution // stagedTaskRemainingMillis: time left before the deadline
+	staged *stagedMetrics
 
-	// creator and retention are the Cloud Tasks client's create call and queue reader; set
-	// from the shared clients in StartBundle unless a test has set them.
-	creator   engine.Creator
-	retention retentionReader
+	// creator is the create call the bundle's engine sends through: the first StartBundle
+	// takes it from the process's shared Cloud Tasks client, unless newStagedCreateFnWith
+	// (for tests) has set another.
+	creator engine.Creator
+}
+
+// newStagedCreateFnWith returns a create step that sends its creates through creator in place
+// of the shared Cloud Tasks client, for tests without a server.
+func newStagedCreateFnWith(spec *sinkSpec, creator engine.Creator) *stagedCreateFn {
+	return &stagedCreateFn{Spec: spec, creator: creator}
 }
 
 // stagedCreate is what the create step remembers about a request the engine owns.
@@ -180,14 +184,7 @@ func (f *stagedCreateFn) Setup() error {
 	if err := f.setup(f.Spec); err != nil {
 		return err
 	}
-	f.expired = map[ExpiredEnvelopePolicy]beam.Counter{
-		ExpiredFail:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesFailed),
-		ExpiredAssumeCreated: beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesAssumedCreated),
-		ExpiredCreateAnyway:  beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesCreatedAnyway),
-		ExpiredDrop:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesDropped),
-	}
-	f.age = beam.NewDistribution(MetricsNamespace, MetricStagedTaskAgeMillis)
-	f.budget = beam.NewDistribution(MetricsNamespace, MetricStagedTaskRemainingMillis)
+	f.staged = newStagedMetrics()
 	return nil
 }
 
@@ -198,9 +195,6 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 			return err
 		}
 		f.creator = clientCreator(client)
-	}
-	if f.retention == nil && f.Spec.Staged.VerifyQueueRetention {
-		f.retention = betaQueueReader{spec: f.Spec.Client}
 	}
 	opts := engineOptions(f.Spec.Writer)
 	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
@@ -217,7 +211,7 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ fun
 		return f.failBundle(ctx, err)
 	}
 	if f.Spec.Staged.VerifyQueueRetention {
-		if err := verifyRetention(ctx, f.retention, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
+		if err := verifyRetention(ctx, betaQueueReader{spec: f.Spec.Client}, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
 			return f.failBundle(ctx, err)
 		}
 	}
@@ -232,8 +226,7 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ fun
 			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
-	f.age.Update(ctx, now.Sub(time.Unix(0, env.Origin)).Milliseconds())
-	f.budget.Update(ctx, deadline.Sub(now).Milliseconds())
+	f.staged.taken(ctx, now.Sub(time.Unix(0, env.Origin)), deadline.Sub(now))
 	return f.submit(ctx, &engine.Request[*stagedCreate]{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,
@@ -290,7 +283,7 @@ func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request[*stagedC
 	c := r.Tag
 	policy := f.Spec.Staged.ExpiredEnvelopePolicy
 	if !c.sentAnyway {
-		f.expired[policy].Inc(ctx, 1)
+		f.staged.expiredEnvelope(ctx, policy)
 	}
 	switch policy {
 	case ExpiredAssumeCreated:

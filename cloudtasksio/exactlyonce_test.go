@@ -214,7 +214,7 @@ func TestExpiredEnvelopePolicies(t *testing.T) {
 				spec := eoSpec(t, "q", eoOrder{}, staged)
 				creator := &fakeCreator{}
 				ctx, counters := metricsContext()
-				f := &stagedCreateFn{Spec: spec, creator: creator}
+				f := newStagedCreateFnWith(spec, creator)
 				f.Setup()
 				err := createAll(ctx, f, expiredEnvelope(t, spec, "k"))
 				if c.wantError {
@@ -243,7 +243,7 @@ func TestADeadlinePassingDuringRetriesIsCheckedBeforeTheResend(t *testing.T) {
 		envs[0].Deadline = time.Now().Add(50 * time.Millisecond).UnixNano()
 		creator := &fakeCreator{script: []error{status.Error(codes.Unavailable, "down")}}
 		ctx, counters := metricsContext()
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		f.Setup()
 		err := createAll(ctx, f, envs)
 		require.Error(t, err)
@@ -262,7 +262,7 @@ func TestCreateAnywayCountsAnEnvelopeOnceAcrossRetries(t *testing.T) {
 		spec := eoSpec(t, "q", eoOrder{}, staged)
 		creator := &fakeCreator{script: []error{status.Error(codes.Unavailable, "down"), status.Error(codes.Unavailable, "down")}}
 		ctx, counters := metricsContext()
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		f.Setup()
 		require.NoError(t, createAll(ctx, f, expiredEnvelope(t, spec, "k")))
 		assert.Equal(t, 3, creator.callCount())
@@ -278,7 +278,7 @@ func TestEachCreateIsBoundedByTheRequestTimeout(t *testing.T) {
 		staged.RequestTimeout = 7 * time.Second
 		spec := eoSpec(t, "q", eoOrder{}, staged)
 		creator := &fakeCreator{}
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		f.Setup()
 		start := time.Now()
 		require.NoError(t, createAll(context.Background(), f, stageAll(t, spec, eoOrder{ID: "1", Key: "k"})))
@@ -305,7 +305,7 @@ func TestStagedAgeAndRemainingBudgetAreMeasuredWhenTheCreateStepTakesAnEnvelope(
 		time.Sleep(10 * time.Minute) // the envelopes wait in the shuffle
 
 		ctx, _ := metricsContext()
-		f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{}}
+		f := newStagedCreateFnWith(spec, &fakeCreator{})
 		f.Setup()
 		require.NoError(t, createAll(ctx, f, envs))
 		got := distributions(ctx)
@@ -410,7 +410,7 @@ func TestStagedCreateFailsWithTheFirstFailure(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 			return nil, status.Error(codes.PermissionDenied, "no permission")
 		})
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		f.Setup()
 		err := createAll(context.Background(), f, envs)
 		require.Error(t, err)
@@ -445,7 +445,7 @@ func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
 			t.Run(fmt.Sprint(policy, "/", name), func(t *testing.T) {
 				creator := &fakeCreator{}
 				ctx, counters := metricsContext()
-				f := &stagedCreateFn{Spec: spec, creator: creator}
+				f := newStagedCreateFnWith(spec, creator)
 				require.NoError(t, f.Setup())
 				err := createAll(ctx, f, []envelope{c.env()})
 				require.Error(t, err)
@@ -487,7 +487,7 @@ func TestExactlyOnceFailuresAreCountedOncePerEnvelope(t *testing.T) {
 					envs = c.envs(spec)
 				}
 				ctx, counters := metricsContext()
-				f := &stagedCreateFn{Spec: spec, creator: &fakeCreator{script: c.script}}
+				f := newStagedCreateFnWith(spec, &fakeCreator{script: c.script})
 				require.NoError(t, f.Setup())
 				require.Error(t, createAll(ctx, f, envs))
 				got := counters()

@@ -50,7 +50,7 @@ func TestCreateLatencyAndAttemptsPerTaskDistributions(t *testing.T) {
 		creator := &slowCreator{latency: 40 * time.Millisecond, script: []error{unavailable, unavailable}}
 		envs := stageAll(t, spec, plainOrders(5)...)
 		ctx, counters := metricsContext()
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		require.NoError(t, f.Setup())
 		start := time.Now()
 		require.NoError(t, createAll(ctx, f, envs))
@@ -75,7 +75,7 @@ func TestAnAssumedCreatedEnvelopeAddsNoAttemptSample(t *testing.T) {
 		spec := eoSpec(t, "assumed", eoOrder{}, staged)
 		creator := &slowCreator{latency: 10 * time.Millisecond}
 		ctx, _ := metricsContext()
-		f := &stagedCreateFn{Spec: spec, creator: creator}
+		f := newStagedCreateFnWith(spec, creator)
 		require.NoError(t, f.Setup())
 		require.NoError(t, createAll(ctx, f, expiredEnvelope(t, spec, "k")))
 		assert.Zero(t, creator.calls)

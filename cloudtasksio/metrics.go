@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"context"
+	"time"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 )
@@ -179,4 +180,36 @@ func (m *sinkMetrics) gauges(ctx context.Context, e interface{ Stats() (int, int
 	inFlight, parked := e.Stats()
 	m.inFlight.Set(ctx, int64(inFlight))
 	m.parked.Set(ctx, int64(parked))
+}
+
+// stagedMetrics are the exactly-once create step's Beam metrics, beside the sink's.
+type stagedMetrics struct {
+	expired map[ExpiredEnvelopePolicy]beam.Counter // expiredEnvelopes.*: envelopes past their deadline, by policy
+	age     beam.Distribution                      // stagedTaskAgeMillis: origin to create, per envelope
+	budget  beam.Distribution                      // stagedTaskRemainingMillis: time left before the deadline
+}
+
+func newStagedMetrics() *stagedMetrics {
+	return &stagedMetrics{
+		expired: map[ExpiredEnvelopePolicy]beam.Counter{
+			ExpiredFail:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesFailed),
+			ExpiredAssumeCreated: beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesAssumedCreated),
+			ExpiredCreateAnyway:  beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesCreatedAnyway),
+			ExpiredDrop:          beam.NewCounter(MetricsNamespace, MetricExpiredEnvelopesDropped),
+		},
+		age:    beam.NewDistribution(MetricsNamespace, MetricStagedTaskAgeMillis),
+		budget: beam.NewDistribution(MetricsNamespace, MetricStagedTaskRemainingMillis),
+	}
+}
+
+// taken records an envelope the create step takes: how long ago it was staged and how long
+// remains before its creation deadline.
+func (m *stagedMetrics) taken(ctx context.Context, age, remaining time.Duration) {
+	m.age.Update(ctx, age.Milliseconds())
+	m.budget.Update(ctx, remaining.Milliseconds())
+}
+
+// expiredEnvelope counts an envelope found past its creation deadline under policy.
+func (m *stagedMetrics) expiredEnvelope(ctx context.Context, policy ExpiredEnvelopePolicy) {
+	m.expired[policy].Inc(ctx, 1)
 }
