@@ -46,6 +46,11 @@ const maxAppEngineDispDL = 24*time.Hour + 15*time.Second
 
 func (t *AppEngineTarget) family() targetFamily { return familyAppEngine }
 
+func (t *AppEngineTarget) metadataKeys() []string {
+	return append([]string{bodyformat.KeyRelativeURI, bodyformat.KeyAppEngineService,
+		bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance}, commonMetadataKeys...)
+}
+
 func (t *AppEngineTarget) fixed() fixedParts {
 	return fixedParts{field: "AppEngine", method: t.Method, headers: t.Headers, body: t.Body, dispatchDeadline: t.DispatchDeadline,
 		reserved: appEngineReservedHeader, maxDeadline: maxAppEngineDispDL}

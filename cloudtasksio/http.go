@@ -59,6 +59,10 @@ const maxHTTPDispatchDL = 30 * time.Minute
 
 func (t *HTTPTarget) family() targetFamily { return familyHTTP }
 
+func (t *HTTPTarget) metadataKeys() []string {
+	return append([]string{bodyformat.KeyURL}, commonMetadataKeys...)
+}
+
 func (t *HTTPTarget) fixed() fixedParts {
 	return fixedParts{field: "HTTP", method: t.Method, headers: t.Headers, body: t.Body, dispatchDeadline: t.DispatchDeadline,
 		maxDeadline: maxHTTPDispatchDL}

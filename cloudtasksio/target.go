@@ -50,27 +50,15 @@ func (f targetFamily) String() string {
 	return fmt.Sprintf("targetFamily(%d)", int(f))
 }
 
-// commonMetadataKeys are the `cloudtasks:"<key>"` metadata keys every family accepts.
+// commonMetadataKeys are the `cloudtasks:"<key>"` metadata keys every family accepts; each
+// family's metadataKeys adds its own.
 var commonMetadataKeys = []string{bodyformat.KeyHTTPMethod, bodyformat.KeyHeaders,
 	bodyformat.KeyScheduleTime, bodyformat.KeyDispatchDeadline, bodyformat.KeyTaskID}
 
-// metadataKeys returns the metadata keys an element type may carry for targets of family f
-// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md); a key of the other family is a construction error.
-func (f targetFamily) metadataKeys() []string {
-	switch f {
-	case familyHTTP:
-		return append([]string{bodyformat.KeyURL}, commonMetadataKeys...)
-	case familyAppEngine:
-		return append([]string{bodyformat.KeyRelativeURI, bodyformat.KeyAppEngineService,
-			bodyformat.KeyAppEngineVersion, bodyformat.KeyAppEngineInstance}, commonMetadataKeys...)
-	}
-	return nil
-}
-
-// checkMetadata rejects an element type that carries a metadata key targets of family f do
+// checkMetadata rejects an element type that carries a metadata key targets of t's family do
 // not accept, naming the field and the key.
-func (f targetFamily) checkMetadata(s *bodyformat.Schema) error {
-	return s.CheckKeys(f.metadataKeys(), f.String()+" targets")
+func checkMetadata(t target, s *bodyformat.Schema) error {
+	return s.CheckKeys(t.metadataKeys(), t.family().String()+" targets")
 }
 
 // target is a declarative target (*HTTPTarget or *AppEngineTarget) as the task builder sees
@@ -78,6 +66,11 @@ func (f targetFamily) checkMetadata(s *bodyformat.Schema) error {
 type target interface {
 	// family names the target family.
 	family() targetFamily
+	// metadataKeys returns the metadata keys an element type may carry for the family's
+	// targets, commonMetadataKeys included
+	// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md); a key
+	// of the other family is a construction error.
+	metadataKeys() []string
 	// validate checks the rules that need no element type, naming the Config field.
 	validate() error
 	// compile checks the rules that need the element type's schema.

@@ -108,6 +108,10 @@ func TestWithContentType(t *testing.T) {
 // only checks a schema against the list its caller gives. The table is DESIGN's metadata table.
 func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
 	both := []targetFamily{familyHTTP, familyAppEngine}
+	targets := map[targetFamily]target{familyHTTP: &HTTPTarget{}, familyAppEngine: &AppEngineTarget{}}
+	for f, tg := range targets {
+		assert.Equal(t, f, tg.family(), "the %T target's family", tg)
+	}
 	accepted := map[string][]targetFamily{
 		bodyformat.KeyURL:               {familyHTTP},
 		bodyformat.KeyRelativeURI:       {familyAppEngine},
@@ -123,11 +127,10 @@ func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
 	assert.ElementsMatch(t, bodyformat.Keys(), slices.Collect(maps.Keys(accepted)), "every metadata key has a row")
 	for key, families := range accepted {
 		for _, f := range both {
-			assert.Equal(t, slices.Contains(families, f), slices.Contains(f.metadataKeys(), key), "key %q, %s targets", key, f)
+			assert.Equal(t, slices.Contains(families, f), slices.Contains(targets[f].metadataKeys(), key), "key %q, %s targets", key, f)
 		}
 	}
-	assert.NotContains(t, familyHTTP.metadataKeys(), "nope")
-	assert.Nil(t, targetFamily(0).metadataKeys())
+	assert.NotContains(t, targets[familyHTTP].metadataKeys(), "nope")
 
 	type withURL struct {
 		Body string
@@ -141,12 +144,12 @@ func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
 		require.NoError(t, err)
 		return s
 	}
-	assert.NoError(t, familyHTTP.checkMetadata(schemaOf(withURL{})))
-	assert.NoError(t, familyAppEngine.checkMetadata(schemaOf(withRelativeURI{})))
-	err := familyAppEngine.checkMetadata(schemaOf(withURL{}))
+	assert.NoError(t, checkMetadata(targets[familyHTTP], schemaOf(withURL{})))
+	assert.NoError(t, checkMetadata(targets[familyAppEngine], schemaOf(withRelativeURI{})))
+	err := checkMetadata(targets[familyAppEngine], schemaOf(withURL{}))
 	assert.ErrorContains(t, err, `field U (cloudtasks:"url")`)
 	assert.ErrorContains(t, err, "key is not accepted by app-engine targets")
-	err = familyHTTP.checkMetadata(schemaOf(withRelativeURI{}))
+	err = checkMetadata(targets[familyHTTP], schemaOf(withRelativeURI{}))
 	assert.ErrorContains(t, err, `field R (cloudtasks:"relative-uri")`)
 	assert.ErrorContains(t, err, "key is not accepted by http targets")
 

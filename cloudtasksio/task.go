@@ -61,7 +61,7 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		return nil, fmt.Errorf("Config.TaskIDFn and the %q field of %v both name tasks; keep one", bodyformat.KeyTaskID, elem)
 	}
 	fixed := b.target.fixed()
-	if err := b.target.family().checkMetadata(schema); err != nil {
+	if err := checkMetadata(b.target, schema); err != nil {
 		return nil, fmt.Errorf("%s: %w", goTypeOfField[fixed.field], err)
 	}
 	if err := b.target.compile(schema); err != nil {
