@@ -24,8 +24,6 @@ import (
 	"flag"
 	"os"
 
-	"cloud.google.com/go/pubsub/v2/pstest"
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
@@ -41,12 +39,8 @@ func main() { exampleenv.Main("deadletters", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithoutDispatch())
 	defer ct.Close()
-	pubSub := *pubSubEmulator
-	if pubSub == "" {
-		srv := pstest.NewServer()
-		defer srv.Close()
-		pubSub = srv.Addr
-	}
+	pubSub, stopPubSub := deadletters.StartPubSub(*pubSubEmulator)
+	defer stopPubSub()
 	opts := deadletters.Options{Settings: deadletters.DefaultSettings(pubSub), Orders: deadletters.DemoOrders()}
 	_, err := deadletters.Run(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, opts)
 	return err

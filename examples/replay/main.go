@@ -24,10 +24,10 @@ import (
 	"flag"
 	"os"
 
-	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
 )
@@ -42,12 +42,8 @@ func main() { exampleenv.Main("replay", run) }
 func run(ctx context.Context) error {
 	ct := exampleenv.StartCloudTasks(*cloudTasksEmulator, cloudtaskstest.WithoutDispatch())
 	defer ct.Close()
-	pubSub := *pubSubEmulator
-	if pubSub == "" {
-		srv := pstest.NewServer()
-		defer srv.Close()
-		pubSub = srv.Addr
-	}
+	pubSub, stopPubSub := deadletters.StartPubSub(*pubSubEmulator)
+	defer stopPubSub()
 	_, err := replay.Demo(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, pubSub)
 	return err
 }

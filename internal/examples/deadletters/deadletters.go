@@ -20,6 +20,7 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/mtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
@@ -347,4 +348,15 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// StartPubSub returns the Pub/Sub endpoint an example publishes its dead letters to, and a
+// function that releases it: endpoint itself when it is set (an emulator the user runs), else
+// the address of an in-process pstest server that the function stops.
+func StartPubSub(endpoint string) (addr string, stop func()) {
+	if endpoint != "" {
+		return endpoint, func() {}
+	}
+	srv := pstest.NewServer()
+	return srv.Addr, func() { _ = srv.Close() }
 }
