@@ -1,0 +1,3 @@
+package old
+
+import _ "example.com/house/core"

@@ -1,0 +1,4 @@
+// Package core sits above shared/lib.
+package core
+
+import _ "example.com/house/shared/lib"

@@ -1,0 +1,6 @@
+package core_test
+
+import (
+	_ "example.com/house/core"
+	_ "example.com/house/shared/app"
+)

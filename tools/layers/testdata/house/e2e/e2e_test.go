@@ -1,0 +1,3 @@
+package e2e
+
+import _ "example.com/house/shared/app"

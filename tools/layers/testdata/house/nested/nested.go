@@ -1,0 +1,3 @@
+package nested
+
+import _ "example.com/house/core"

@@ -1,0 +1,4 @@
+// Package app is an application on core.
+package app
+
+import _ "example.com/house/core"

@@ -1,0 +1,5 @@
+//go:build ignore
+
+package lib
+
+import _ "example.com/house/shared/app"

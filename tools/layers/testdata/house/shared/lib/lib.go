@@ -1,0 +1,2 @@
+// Package lib imports nothing of the module.
+package lib

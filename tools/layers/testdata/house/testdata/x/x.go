@@ -1,0 +1,3 @@
+package x
+
+import _ "example.com/house/core"
