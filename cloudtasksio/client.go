@@ -44,7 +44,7 @@ func (c *clientCache[C]) get(ctx context.Context, spec clientSpec) (C, error) {
 		// The client outlives any one bundle, so it must not be bound to a bundle's context.
 		client, err := c.dial(context.Background(), opts...)
 		if err != nil {
-			return zero, fmt.Errorf("cloudtasksio: creating the %s client: %w", c.what, err)
+			return zero, fmt.Errorf("creating the %s client: %w", c.what, err)
 		}
 		return client, nil
 	})
@@ -71,7 +71,7 @@ func (spec clientSpec) options() ([]option.ClientOption, error) {
 	conn := gcpconn.Connection{Emulator: spec.EmulatorEndpoint, KeyFile: spec.ServiceAccountKeyFile, Settings: spec.Settings}
 	opts, err := conn.Options(workerSettingNames, cloudtasks.DefaultAuthScopes(), loadKey)
 	if err != nil {
-		return nil, fmt.Errorf("cloudtasksio: %w", err)
+		return nil, err
 	}
 	if spec.ChannelPoolSize > 0 && spec.EmulatorEndpoint == "" {
 		opts = append([]option.ClientOption{option.WithGRPCConnectionPool(spec.ChannelPoolSize)}, opts...)

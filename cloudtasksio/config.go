@@ -203,7 +203,7 @@ func (c Config) target() target {
 }
 
 // fieldError is a construction error about Config fields. It carries no package prefix:
-// TryWrite adds "cloudtasksio: " once, and ConfigFromOptions turns it into an *OptionError for
+// TryWrite adds the package prefix once (boundary.go), and ConfigFromOptions turns it into an *OptionError for
 // the option key its table maps the field to.
 type fieldError struct {
 	// fields are the paths below Config of the fields the rule is about ("HTTP.URL",
@@ -255,12 +255,4 @@ func goFieldName(field string) string {
 		return typ + "." + rest
 	}
 	return "Config." + field
-}
-
-// configError gives a construction error its package prefix, once.
-func configError(err error) error {
-	if err == nil {
-		return nil
-	}
-	return fmt.Errorf("cloudtasksio: %w", err)
 }

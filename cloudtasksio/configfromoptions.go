@@ -330,7 +330,7 @@ type OptionError struct {
 // (boundedtext.Quote) and the reason cut to maxReasonBytes: neither repeats a huge input in
 // full.
 func (e *OptionError) Error() string {
-	return "cloudtasksio: option " + boundedtext.Quote(e.Key) + ": " + boundedtext.Cut(e.Reason, maxReasonBytes)
+	return prefixText("option " + boundedtext.Quote(e.Key) + ": " + boundedtext.Cut(e.Reason, maxReasonBytes))
 }
 
 // maxReasonBytes bounds the reason an OptionError prints.

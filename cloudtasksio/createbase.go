@@ -33,7 +33,7 @@ type createBase[T any] struct {
 func (b *createBase[T]) setup(spec *sinkSpec) error {
 	writer, err := spec.Writer.resolve()
 	if err != nil {
-		return configError(err)
+		return err
 	}
 	spec.Writer = writer
 	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)
@@ -137,7 +137,7 @@ func (b *createBase[T]) AttemptLatency(ctx context.Context, _ *engine.Request[T]
 
 // errBundleAbandoned ends the creates of a bundle that was neither finished nor failed through
 // the DoFn (the runner gave up on it), when the DoFn instance starts its next bundle.
-var errBundleAbandoned = errors.New("cloudtasksio: the bundle was abandoned before it finished")
+var errBundleAbandoned = errors.New("the bundle was abandoned before it finished")
 
 // clientCreator adapts the Cloud Tasks client to the engine.
 func clientCreator(c interface {

@@ -52,12 +52,12 @@ type envelope struct {
 func writeExactlyOnce(s beam.Scope, spec *sinkSpec, col beam.PCollection) (beam.PCollection, error) {
 	staged, err := beam.TryParDo(s.Scope("stage"), &stageFn{Spec: spec}, col)
 	if err != nil {
-		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
+		return beam.PCollection{}, err
 	}
 	shuffled := beam.Reshuffle(s, staged[0])
 	out, err := beam.TryParDo(s.Scope("create"), &stagedCreateFn{Spec: spec}, shuffled)
 	if err != nil {
-		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
+		return beam.PCollection{}, err
 	}
 	return out[0], nil
 }
@@ -71,11 +71,20 @@ type stageFn struct {
 	now      func() time.Time
 }
 
+// The DoFn methods Beam calls are the package's boundary on the worker: each returns its error
+// through withPrefix (boundary.go), and nothing inside them adds the prefix.
+
 // Setup checks the staged options again: the spec a worker decodes is not necessarily the one
 // TryWrite checked.
-func (f *stageFn) Setup() error {
+func (f *stageFn) Setup() error { return withPrefix(f.setupWorker()) }
+
+func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
+	return withPrefix(f.processElement(ctx, elem, emit))
+}
+
+func (f *stageFn) setupWorker() error {
 	if err := f.Spec.Staged.validate(); err != nil {
-		return configError(err)
+		return err
 	}
 	f.builders.spec = f.Spec
 	f.skipped = beam.NewCounter(MetricsNamespace, MetricRecordsSkipped)
@@ -85,7 +94,7 @@ func (f *stageFn) Setup() error {
 	return nil
 }
 
-func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
+func (f *stageFn) processElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
 	env, err := f.stage(elem)
 	if err != nil {
 		return err
@@ -120,18 +129,18 @@ func (f *stageFn) stage(elem any) (*envelope, error) {
 	}
 	var ef *elementFailure
 	if errors.As(err, &ef) {
-		return nil, fmt.Errorf("cloudtasksio: exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
+		return nil, fmt.Errorf("exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
 	}
 	if err != nil || task == nil {
 		return nil, err
 	}
 	size := proto.Size(task)
 	if size < 1 || size > maxStagedTaskBytes {
-		return nil, fmt.Errorf("cloudtasksio: exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
+		return nil, fmt.Errorf("exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
 	}
 	data, err := proto.Marshal(task)
 	if err != nil {
-		return nil, fmt.Errorf("cloudtasksio: exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
+		return nil, fmt.Errorf("exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
 	}
 	origin := f.now()
 	return &envelope{
@@ -177,9 +186,23 @@ type stagedCreate struct {
 }
 
 // Setup checks the staged and writer options again, as the stage step does.
-func (f *stagedCreateFn) Setup() error {
+func (f *stagedCreateFn) Setup() error { return withPrefix(f.setupWorker()) }
+
+func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.startBundle(ctx))
+}
+
+func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.processElement(ctx, env))
+}
+
+func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.finish(ctx))
+}
+
+func (f *stagedCreateFn) setupWorker() error {
 	if err := f.Spec.Staged.validate(); err != nil {
-		return configError(err)
+		return err
 	}
 	if err := f.setup(f.Spec); err != nil {
 		return err
@@ -188,7 +211,7 @@ func (f *stagedCreateFn) Setup() error {
 	return nil
 }
 
-func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *stagedCreateFn) startBundle(ctx context.Context) error {
 	if f.creator == nil {
 		client, err := sharedClient(ctx, f.Spec.Client)
 		if err != nil {
@@ -202,7 +225,7 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 	return nil
 }
 
-func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error {
 	if err := f.bundleErr(); err != nil {
 		return err
 	}
@@ -218,11 +241,11 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ fun
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(env.Task, task); err != nil {
 		f.metrics.failed(ctx, env.Queue)
-		return f.failBundle(ctx, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
+		return f.failBundle(ctx, fmt.Errorf("exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
 	}
 	if !strings.HasPrefix(task.GetName(), env.Queue+"/tasks/") {
 		f.metrics.failed(ctx, env.Queue)
-		return f.failBundle(ctx, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries a task name of another queue; "+
+		return f.failBundle(ctx, fmt.Errorf("exactly-once: a staged task for queue %s carries a task name of another queue; "+
 			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
@@ -240,18 +263,14 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ fun
 // expired-envelope policy.
 func (f *stagedCreateFn) checkEnvelope(env envelope) error {
 	if want := f.Spec.Queue.Path(); env.Queue != want {
-		return fmt.Errorf("cloudtasksio: exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
+		return fmt.Errorf("exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
 			"the staged tasks do not belong to this sink", env.Queue, want)
 	}
 	if env.Deadline <= 0 {
-		return fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s carries no creation deadline; "+
+		return fmt.Errorf("exactly-once: a staged task for queue %s carries no creation deadline; "+
 			"it cannot be created safely, whatever StagedOptions.ExpiredEnvelopePolicy says", env.Queue)
 	}
 	return nil
-}
-
-func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	return f.finish(ctx)
 }
 
 func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedCreate], deduplicated bool) {
@@ -268,7 +287,7 @@ func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request[*staged
 	if errors.Is(err, engine.ErrTaskTooLarge) {
 		f.metrics.tooLarge.Inc(ctx, 1)
 	}
-	return fmt.Errorf("cloudtasksio: exactly-once: %w (after %d attempt(s))", err, r.Attempts())
+	return fmt.Errorf("exactly-once: %w (after %d attempt(s))", err, r.Attempts())
 }
 
 // Failed counts the envelope whose failure failed the bundle: a status that is not retried, an
@@ -295,7 +314,7 @@ func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request[*stagedC
 	case ExpiredDrop:
 		return engine.ExpiredDrop, nil
 	}
-	return engine.ExpiredFail, fmt.Errorf("cloudtasksio: exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
+	return engine.ExpiredFail, fmt.Errorf("exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
 		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/exactly-once.md)",
 		r.Create.GetParent(), time.Unix(0, r.Deadline.UnixNano()).UTC().Format(time.RFC3339), r.Attempts())
 }

@@ -7,7 +7,6 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -62,7 +61,7 @@ const maxErrorText = 1024
 // maxDropLinesPerBundle, and starts the count again.
 func (f *writeFn) summarizeDrops(ctx context.Context) {
 	if f.dropped > maxDropLinesPerBundle {
-		log.Warnf(ctx, "cloudtasksio: dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one",
+		warnf(ctx, "dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one",
 			f.dropped-maxDropLinesPerBundle, f.dropped)
 	}
 	f.dropped = 0
@@ -91,7 +90,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	case LogAndDrop:
 		f.dropped++
 		if f.dropped <= maxDropLinesPerBundle {
-			log.Warnf(ctx, "cloudtasksio: dropped an element for queue %s (%s): %s", queue, ef.code, text)
+			warnf(ctx, "dropped an element for queue %s (%s): %s", queue, ef.code, text)
 		}
 	case DeadLetter:
 		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
@@ -99,13 +98,13 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 		if ef.task != nil {
 			payload, err := proto.Marshal(ef.task)
 			if err != nil {
-				return fmt.Errorf("cloudtasksio: encoding a dead letter's task for queue %s: %w", queue, err)
+				return fmt.Errorf("encoding a dead letter's task for queue %s: %w", queue, err)
 			}
 			fe.Payload = payload
 		}
 		f.emit(et, fe)
 	default:
-		return fmt.Errorf("cloudtasksio: an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text)
+		return fmt.Errorf("an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text)
 	}
 	return nil
 }
@@ -141,14 +140,14 @@ func (f *writeFn) attachElement(ctx context.Context, fe *deadletter.FailedElemen
 // dead letter carries, is then the record to replay (deadletter.DecodeElement).
 func FailedTask(fe deadletter.FailedElement) (*cloudtaskspb.Task, error) {
 	if fe.Connector != Connector {
-		return nil, fmt.Errorf("cloudtasksio: the dead letter comes from connector %q, not %q", fe.Connector, Connector)
+		return nil, withPrefix(fmt.Errorf("the dead letter comes from connector %q, not %q", fe.Connector, Connector))
 	}
 	if len(fe.Payload) == 0 {
-		return nil, fmt.Errorf("cloudtasksio: the dead letter (code %s) carries no task: building the task failed", fe.Code)
+		return nil, withPrefix(fmt.Errorf("the dead letter (code %s) carries no task: building the task failed", fe.Code))
 	}
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(fe.Payload, task); err != nil {
-		return nil, errors.New("cloudtasksio: the dead letter's payload is not a Cloud Tasks task")
+		return nil, withPrefix(errors.New("the dead letter's payload is not a Cloud Tasks task"))
 	}
 	return task, nil
 }

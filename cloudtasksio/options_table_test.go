@@ -75,7 +75,7 @@ func TestConstructionErrorsCarryThePackagePrefixOnce(t *testing.T) {
 	} {
 		_, err := compile(cfg, typeOf(eoPlainOrder{}))
 		require.Error(t, err)
-		err = configError(err)
+		err = withPrefix(err)
 		assert.Equal(t, 1, strings.Count(err.Error(), "cloudtasksio:"), "%v", err)
 	}
 	_, err := ConfigFromOptions(map[string]string{"project": "p", "location": "l", "queue": "q", "emulator-endpoint": "localhost"})

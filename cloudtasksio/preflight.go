@@ -10,7 +10,6 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -200,16 +199,16 @@ type preflightReadError struct {
 func (e *preflightReadError) report(ctx context.Context) {
 	beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
 	if e.code == "NOT_FOUND" {
-		log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
+		warnf(ctx, "queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
 			"creates to it fail with NOT_FOUND until it exists; create the queue (gcloud tasks queues create) or fix the queue name. "+
 			"The process reads it again in %v", e.queue, gcpconn.FailureTTL)
 		return
 	}
-	log.Warnf(ctx, "cloudtasksio: queue preflight: reading queue %s failed with %s; not checking it for %v, then the next bundle tries again", e.queue, e.code, gcpconn.FailureTTL)
+	warnf(ctx, "queue preflight: reading queue %s failed with %s; not checking it for %v, then the next bundle tries again", e.queue, e.code, gcpconn.FailureTTL)
 }
 
 func (e *preflightReadError) Error() string {
-	return "cloudtasksio: queue preflight: reading queue " + e.queue + " failed with " + e.code
+	return "queue preflight: reading queue " + e.queue + " failed with " + e.code
 }
 
 // preflightFindingsError is a queue found misconfigured under PreflightFail: the bundles that
@@ -225,7 +224,7 @@ func (e *preflightFindingsError) Error() string {
 	for i, f := range e.found {
 		reasons[i] = f.text
 	}
-	return fmt.Sprintf("cloudtasksio: queue preflight: queue %s %s; the bundle fails because WriterOptions.QueuePreflight is PreflightFail "+
+	return fmt.Sprintf("queue preflight: queue %s %s; the bundle fails because WriterOptions.QueuePreflight is PreflightFail "+
 		"(option key sink.queue-preflight=fail): fix the queue, or set PreflightWarn to create the tasks anyway", e.queue, strings.Join(reasons, "; and it "))
 }
 
@@ -317,15 +316,15 @@ func (r *preflightResult) report(ctx context.Context, queue string) {
 	switch r.refused {
 	case codes.PermissionDenied:
 		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
-		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the sink's identity may not read it (PERMISSION_DENIED; "+
+		infof(ctx, "queue preflight: not checking queue %s: the sink's identity may not read it (PERMISSION_DENIED; "+
 			"grant cloudtasks.queues.get, for example with roles/cloudtasks.viewer, to have paused queues and queue overrides reported)", queue)
 	case codes.Unimplemented:
 		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
-		log.Infof(ctx, "cloudtasksio: queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
+		infof(ctx, "queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
 	}
 	for _, f := range r.found {
 		beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
-		log.Warnf(ctx, "cloudtasksio: queue preflight: queue %s %s (set WriterOptions.QueuePreflight to PreflightFail to fail the bundle instead, or PreflightOff to skip the check)", queue, f.text)
+		warnf(ctx, "queue preflight: queue %s %s (set WriterOptions.QueuePreflight to PreflightFail to fail the bundle instead, or PreflightOff to skip the check)", queue, f.text)
 	}
 }
 

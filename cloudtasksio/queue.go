@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode"
@@ -27,7 +28,7 @@ type Queue struct{ Project, Location, Name string }
 func NewQueue(project, location, name string) (Queue, error) {
 	q := Queue{Project: project, Location: location, Name: name}
 	if err := q.validate(); err != nil {
-		return Queue{}, err
+		return Queue{}, withPrefix(err)
 	}
 	return q, nil
 }
@@ -37,7 +38,7 @@ func NewQueue(project, location, name string) (Queue, error) {
 func ParseQueue(path string) (Queue, error) {
 	parts := strings.Split(path, "/")
 	if len(parts) != 6 || parts[0] != "projects" || parts[2] != "locations" || parts[4] != "queues" {
-		return Queue{}, fmt.Errorf("cloudtasksio: queue path %s is not of the form projects/P/locations/L/queues/Q", boundedtext.Quote(path))
+		return Queue{}, withPrefix(fmt.Errorf("queue path %s is not of the form projects/P/locations/L/queues/Q", boundedtext.Quote(path)))
 	}
 	return NewQueue(parts[1], parts[3], parts[5])
 }
@@ -53,10 +54,11 @@ func (q Queue) String() string { return q.Path() }
 // IsZero reports whether q is the zero Queue (no fixed queue configured).
 func (q Queue) IsZero() bool { return q == Queue{} }
 
-// validate checks the three parts; the error names the part as "Queue.<Part>".
+// validate checks the three parts; the error names the part as "Queue.<Part>" and carries no
+// package prefix.
 func (q Queue) validate() error {
 	if err := q.check(); err != nil {
-		return fmt.Errorf("cloudtasksio: %s", err.say(func(field string) string { return field }))
+		return errors.New(err.say(func(field string) string { return field }))
 	}
 	return nil
 }

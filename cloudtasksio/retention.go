@@ -8,7 +8,6 @@ import (
 
 	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
 	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -84,21 +83,21 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 			return &retentionVerdict{unimplemented: true}, nil
 		case err != nil:
 			code := engine.OutermostCode(err)
-			return nil, fmt.Errorf("cloudtasksio: exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			return nil, fmt.Errorf("exactly-once: reading the name retention of queue %s failed with %s: %s; "+
 				"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
 				queue, code, retentionFailureMeaning(code))
 		case !ok && defaultTombstoneTTL < want:
-			return nil, fmt.Errorf("cloudtasksio: exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
+			return nil, fmt.Errorf("exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 				queue, defaultTombstoneTTL, want)
 		case ok && ttl < want:
-			return nil, fmt.Errorf("cloudtasksio: exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
+			return nil, fmt.Errorf("exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
 				queue, ttl, want)
 		}
 		return &retentionVerdict{}, nil
 	})
 	if err == nil && v.unimplemented {
 		v.logged.Do(func() {
-			log.Infof(ctx, "cloudtasksio: exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
+			infof(ctx, "exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
 		})
 	}
 	return err

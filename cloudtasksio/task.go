@@ -90,7 +90,7 @@ func (e *elementBuilders) forElement(elem any) (*taskBuilder, error) {
 	if e.builder == nil || t != e.typ {
 		b, err := newTaskBuilder(e.spec, t)
 		if err != nil {
-			return nil, configError(err)
+			return nil, err
 		}
 		e.typ, e.builder = t, b
 	}
@@ -110,7 +110,7 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 			return nil, nil, nil
 		}
 		if task.GetName() != "" {
-			return nil, nil, errors.New("cloudtasksio: Serializer returned a named task; the sink names tasks itself (use Config.TaskIDFn)")
+			return nil, nil, errors.New("Config.Serializer returned a named task; the sink names tasks itself (use Config.TaskIDFn)")
 		}
 		return task, nil, b.check(task)
 	}
@@ -138,7 +138,7 @@ func checkTaskSize(queue Queue, task *cloudtaskspb.Task, size int) error {
 		return nil
 	}
 	return &elementFailure{code: CodeTaskTooLarge, task: task, err: fmt.Errorf(
-		"cloudtasksio: the task for queue %s is %d bytes in wire format, over the %d-byte (1 MiB) limit of any Cloud Tasks task; not sent",
+		"the task for queue %s is %d bytes in wire format, over the %d-byte (1 MiB) limit of any Cloud Tasks task; not sent",
 		queue.Path(), size, maxTaskBytes)}
 }
 
@@ -209,12 +209,12 @@ func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.
 		}
 		key, _ = out.(string)
 		if key == "" {
-			return "", false, errors.New("cloudtasksio: Config.TaskIDFn returned an empty key; every named task needs a non-empty key")
+			return "", false, errors.New("Config.TaskIDFn returned an empty key; every named task needs a non-empty key")
 		}
 		return key, true, nil
 	case md != nil && md.HasTaskID:
 		if md.TaskID == "" {
-			return "", false, fmt.Errorf("cloudtasksio: the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())
+			return "", false, fmt.Errorf("the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())
 		}
 		return md.TaskID, true, nil
 	}

@@ -32,16 +32,22 @@ func Write(s beam.Scope, cfg Config, col beam.PCollection) beam.PCollection {
 // TryWrite is Write returning construction errors instead of panicking. Every error names the
 // Config field (or element field) at fault.
 func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection, error) {
+	out, err := tryWrite(s, cfg, col)
+	return out, withPrefix(err)
+}
+
+// tryWrite is TryWrite without the package prefix on its errors.
+func tryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection, error) {
 	if !col.IsValid() {
-		return beam.PCollection{}, errors.New("cloudtasksio: the input PCollection is not valid")
+		return beam.PCollection{}, errors.New("the input PCollection is not valid")
 	}
 	if typex.IsKV(col.Type()) || typex.IsCoGBK(col.Type()) || col.Type().Type() == nil {
-		return beam.PCollection{}, fmt.Errorf("cloudtasksio: Write takes a PCollection of single values, not %v", col.Type())
+		return beam.PCollection{}, fmt.Errorf("Write takes a PCollection of single values, not %v", col.Type())
 	}
 	elem := col.Type().Type()
 	spec, err := compile(cfg, elem)
 	if err != nil {
-		return beam.PCollection{}, configError(err)
+		return beam.PCollection{}, err
 	}
 	s = s.Scope("cloudtasksio.Write")
 	if spec.Delivery == ExactlyOnce {
@@ -49,7 +55,7 @@ func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection,
 	}
 	out, err := beam.TryParDo(s, &writeFn{Spec: spec}, col)
 	if err != nil {
-		return beam.PCollection{}, fmt.Errorf("cloudtasksio: %w", err)
+		return beam.PCollection{}, err
 	}
 	return out[0], nil
 }

@@ -42,9 +42,26 @@ type pendingTask struct {
 	elem      any // the input element, kept under DeadLetter only, for the dead letter
 }
 
+// The DoFn methods Beam calls are the package's boundary on the worker: each returns its error
+// through withPrefix (boundary.go), and nothing inside them adds the prefix.
+
 // Setup checks the writer options again: the spec a worker decodes is not necessarily the one
 // TryWrite checked, and the engine refuses options out of range.
-func (f *writeFn) Setup() error {
+func (f *writeFn) Setup() error { return withPrefix(f.setupWorker()) }
+
+func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.startBundle(ctx, emit))
+}
+
+func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.processElement(ctx, et, elem, emit))
+}
+
+func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.finishBundle(ctx, emit))
+}
+
+func (f *writeFn) setupWorker() error {
 	if err := f.setup(f.Spec); err != nil {
 		return err
 	}
@@ -64,7 +81,7 @@ func (f *writeFn) Setup() error {
 	return nil
 }
 
-func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	client, err := sharedClient(ctx, f.Spec.Client)
 	if err != nil {
 		return err
@@ -75,7 +92,7 @@ func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, dea
 	return nil
 }
 
-func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *writeFn) processElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
 	if err := f.bundleErr(); err != nil {
 		return err
@@ -102,7 +119,7 @@ func (f *writeFn) ProcessElement(ctx context.Context, et beam.EventTime, elem be
 	return f.submit(ctx, &engine.Request[*pendingTask]{Create: req, Tag: tag})
 }
 
-func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+func (f *writeFn) finishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
 	err := f.finish(ctx)
 	f.summarizeDrops(ctx)
@@ -117,11 +134,11 @@ func (f *writeFn) resolveQueue(elem any) (Queue, error) {
 	}
 	out, err := call1x2(f.queueFn, elem)
 	if err != nil {
-		return Queue{}, fmt.Errorf("cloudtasksio: Config.QueueFn failed: %w", err)
+		return Queue{}, fmt.Errorf("Config.QueueFn failed: %w", err)
 	}
 	q := out.(Queue)
 	if err := q.validate(); err != nil {
-		return Queue{}, fmt.Errorf("cloudtasksio: Config.QueueFn returned an invalid queue: %w", err)
+		return Queue{}, fmt.Errorf("Config.QueueFn returned an invalid queue: %w", err)
 	}
 	return q, nil
 }
