@@ -77,7 +77,7 @@ func onOff(b bool) string {
 // Reported: bundles-failed (failed bundle attempts), creates/s (tasks stored per second of
 // wall time), %-of-quota, rejected/task (RESOURCE_EXHAUSTED answers per task stored), and
 // cpu-µs/create. With CLOUDTASKSIO_QUOTA_SERIES=<file> it also writes the per-second series
-// of every case it ran to that file, for internal/perfchart/cmd/perfchart.
+// of every case it ran to that file, for tools/perfchart.
 func BenchmarkQuotaAdaptive(b *testing.B) {
 	var panels []perfchart.Panel
 	for _, c := range []quotaCase{{false, false}, {true, false}, {false, true}, {true, true}} {

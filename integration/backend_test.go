@@ -21,7 +21,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 // externalEmulatorEnv names the variable that points the suite at an external Cloud Tasks

@@ -19,12 +19,12 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/appengine/appengine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/deadletters/deadletters"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/dynamicqueues/dynamicqueues"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exactlyonce/exactlyonce"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/replay/replay"
 )
 
 // These tests run the examples' own code on prism, each against in-process servers of its

@@ -24,8 +24,8 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/kafkatemplate"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
 )
 
 // The hostile-input table: values a mistaken or malicious user could give at every way into
@@ -484,7 +484,7 @@ func hostileEmulatorCases() []hostileCase {
 	}
 }
 
-// --- the template's flags (internal/kafkatemplate) ---
+// --- the template's flags (examples/kafka-to-cloudtasks/kafkatemplate) ---
 
 func hostileTemplateCases() []hostileCase {
 	sink := sinkArgs("project=p", "location=l", "queue=q", "http.url=https://example.com/")

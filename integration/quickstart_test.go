@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/quickstart/quickstart"
 )
 
 // TestQuickstartCreatesFastAndDeliversAtTheQueueRate runs the quickstart's own code, on an

@@ -20,10 +20,10 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/replay/replay"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats/avro"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
 )
 
 // Element types of the replay tests, one per body format. The first run's reject hook refuses

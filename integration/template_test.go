@@ -30,7 +30,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/kafkatemplate"
 )
 
 // These tests run the Kafka-to-Cloud-Tasks template's local modes (files and stdin) on prism

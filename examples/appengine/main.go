@@ -25,8 +25,8 @@ import (
 	"os"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/appengine"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/appengine/appengine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 var (

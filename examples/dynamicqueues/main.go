@@ -22,8 +22,8 @@ import (
 	"flag"
 	"os"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/dynamicqueues"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/dynamicqueues/dynamicqueues"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 var (

@@ -24,8 +24,8 @@ import (
 	"flag"
 	"os"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exactlyonce"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exactlyonce/exactlyonce"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 var (

@@ -36,7 +36,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/kafkatemplate"
 )
 
 // main keeps Beam's own logging (a template job's launcher and workers log through it), so

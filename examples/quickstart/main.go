@@ -15,7 +15,7 @@
 // With -chart it also writes a chart of the tasks created and delivered over time (SVG or PNG,
 // by the file's extension).
 //
-// The pipeline itself, its one Write call, is internal/examples/quickstart/pipeline.go; run.go
+// The pipeline itself, its one Write call, is examples/quickstart/quickstart/pipeline.go; run.go
 // there is the harness around it.
 //
 // With no -runner flag the pipeline runs on prism, Beam's local runner. The Beam standard
@@ -32,8 +32,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/quickstart"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/quickstart/quickstart"
 )
 
 var (

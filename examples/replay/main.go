@@ -2,7 +2,7 @@
 // (ten orders, four of which Cloud Tasks will never accept, published to a Pub/Sub topic),
 // then a replay pipeline that reads those dead letters from a subscription, decodes the order
 // each one carries (deadletter.DecodeElement), fixes it in one function (FixOrder in
-// internal/examples/replay) and writes it again through cloudtasksio.Write with named tasks.
+// examples/replay/replay) and writes it again through cloudtasksio.Write with named tasks.
 // A second replay of the same dead letters, from a second subscription, creates nothing new.
 //
 //	go run ./examples/replay
@@ -27,9 +27,9 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/replay"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/deadletters/deadletters"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/replay/replay"
 )
 
 var (

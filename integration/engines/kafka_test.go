@@ -35,7 +35,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/kafkatemplate"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/kafka-to-cloudtasks/kafkatemplate"
 )
 
 // Variables naming the Kafka suite's services; .ci/engines starts them and sets both.

@@ -2,7 +2,8 @@
 // series over time, stacked in panels that share the x axis, written as SVG or
 // PNG with gonum.org/v1/plot. Benchmarks and examples record their samples as
 // Panels (or as CSV, see ReadCSV and WriteCSV) and render them with Save or
-// Render; cmd/perfchart turns such a CSV file into a chart.
+// Render; the tools/perfchart command turns such a CSV file into a chart. It is
+// a library of cloudtasksio's benchmarks and of the quickstart, so it lives in internal/.
 package perfchart
 
 import (

@@ -13,8 +13,10 @@ import (
 // maxBackUp is issue 22's bound on the arrows that may run back up a floor.
 const maxBackUp = 20
 
-// TestModuleKeepsItsLayers measures this module: at most maxBackUp arrows back up a floor and
-// no import cycle.
+// TestModuleKeepsItsLayers measures this module: at most maxBackUp arrows back up a floor, no
+// import cycle, and nothing runs back up into the module-root internal/ folder, which holds
+// only libraries (of cloudtasksio, formats, deadletter and the benchmarks); applications live
+// beside their commands, in examples/ and tools/.
 func TestModuleKeepsItsLayers(t *testing.T) {
 	root, err := moduleRoot(".")
 	require.NoError(t, err)
@@ -27,6 +29,13 @@ func TestModuleKeepsItsLayers(t *testing.T) {
 	require.Contains(t, g.pkgs, "internal/boundedtext", "the measurement read the module")
 	assert.LessOrEqual(t, len(r.backUp), maxBackUp, "arrows back up a floor (go run ./tools/layers lists them):\n%s", describe(r.backUp))
 	assert.Empty(t, r.cycles, "import cycles")
+	var intoInternal []arrow
+	for _, a := range r.backUp {
+		if strings.HasPrefix(a.to, "internal/") {
+			intoInternal = append(intoInternal, a)
+		}
+	}
+	assert.Zero(t, len(intoInternal), "arrows back up into internal/: it holds something that sits above its importer:\n%s", describe(intoInternal))
 }
 
 func describe(arrows []arrow) string {

@@ -8,7 +8,8 @@
 //	go run ./tools/layers -root DIR    # another checkout (DIR holds its go.mod)
 //
 // Its test (tools/layers/layers_test.go, part of go test ./...) fails when more than 20 arrows
-// run back up a floor or when an import cycle appears.
+// run back up a floor, when an import cycle appears, or when any arrow runs back up into the
+// module-root internal/ folder. docs/architecture.md describes the layout this keeps.
 //
 // # Definitions
 //

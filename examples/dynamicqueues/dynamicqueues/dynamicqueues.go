@@ -18,8 +18,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 )
 
 func init() {

@@ -42,8 +42,8 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 

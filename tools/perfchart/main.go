@@ -3,7 +3,7 @@
 // panel,series,x,y, then one row per point). Each panel of the CSV becomes one
 // plot, stacked top to bottom with a shared x label; each series one line.
 //
-//	go run ./internal/perfchart/cmd/perfchart -in series.csv -out docs/quota-adaptive.svg
+//	go run ./tools/perfchart -in series.csv -out docs/quota-adaptive.svg
 //
 // The output format follows the -out extension: .svg or .png. -series, repeated, draws only
 // the series of those names.

@@ -4,8 +4,8 @@
 // cloudtasksio. Each record's value becomes the task's body unchanged; with JSON records, named
 // fields of the value can supply the task id, the URL and the schedule time.
 //
-// It is an internal library so that the same pipeline can be built by the template's main and
-// by the integration tests; it is not an API. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/template.md is the user guide.
+// It is a library beside the template's main so that the same pipeline can be built by that
+// main and by the integration tests; it is not an API. https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/template.md is the user guide.
 package kafkatemplate
 
 import (

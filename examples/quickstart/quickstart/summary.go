@@ -9,7 +9,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 // Result is what one run measured.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/deadletters"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/deadletters/deadletters"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 )
 
 func init() { register.Function2x2(FixOrder) }

@@ -17,8 +17,8 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/progress"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/quickstart/progress"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
 )
 

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/examples/exampleenv"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
 )
 
