@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // AdaptiveConcurrency selects whether the writer adapts how many creates it keeps in flight
@@ -62,13 +61,6 @@ func (a AdaptiveConcurrency) validate() error {
 // on reports whether adaptive concurrency runs: AdaptiveConcurrencyDefault means on.
 func (a AdaptiveConcurrency) on() bool { return a != AdaptiveConcurrencyOff }
 
-// adaptives holds the adaptive concurrency state of each client setting for the life of the
-// worker process, in the same kind of cache as the shared clients: the limits belong to what
-// the creates go through, so engines writing through different clients (another endpoint,
-// another identity) do not share them. Its keys are few (processcache.go): it has no bound,
-// and each state bounds its per-queue limits itself.
-var adaptives gcpconn.Cache[clientSpec, *engine.Adaptive]
-
 // adaptiveFor returns the process-wide adaptive concurrency state that a create DoFn of spec
 // shares with every other one using the same client setting, or nil when it is off.
 func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
@@ -76,10 +68,6 @@ func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
 		return nil
 	}
 	// The creation cannot fail or wait: no context to honour.
-	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) {
-		a := engine.NewAdaptive()
-		a.IdleTTL, a.MaxQueues = queueStateIdleTTL, maxQueueStates
-		return a, nil
-	})
+	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) { return newAdaptive(), nil })
 	return a
 }

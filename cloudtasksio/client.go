@@ -24,9 +24,9 @@ type clientSpec struct {
 // clientCache keeps one client of type C per clientSpec for the life of the process, in a
 // gcpconn.Cache: the instances that ask for a setting's client at once wait for one creation,
 // a slow key file holds up the callers of its own setting and nobody else, and a failure is
-// remembered for gcpconn.FailureTTL, then tried again. The cache has no bound and its clients
-// are never closed: the settings are fixed at pipeline construction, so they are few, and a
-// client may be in use by a bundle of another DoFn instance at any time.
+// remembered for gcpconn.FailureTTL, then tried again. The clients are never closed: a client
+// may be in use by a bundle of another DoFn instance at any time. The caches of this type,
+// v2Clients and betaClients, are declared in caches.go.
 type clientCache[C any] struct {
 	clients gcpconn.Cache[clientSpec, C]
 	dial    func(context.Context, ...option.ClientOption) (C, error)
@@ -52,8 +52,6 @@ func (c *clientCache[C]) get(ctx context.Context, spec clientSpec) (C, error) {
 
 // loadKey reads a service-account key file; tests replace it to watch when it runs.
 var loadKey = gcpconn.LoadServiceAccountKey
-
-var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what: "Cloud Tasks"}
 
 // sharedClient returns the process-wide Cloud Tasks client for spec; ctx bounds the wait.
 func sharedClient(ctx context.Context, spec clientSpec) (*cloudtasks.Client, error) {

@@ -85,19 +85,13 @@ type preflightKey struct {
 	sets   taskSets
 }
 
-// preflightResult is what one read of a queue found for the tasks of its key.
+// preflightResult is what one read of a queue found for the tasks of its key, kept in
+// preflights (caches.go).
 type preflightResult struct {
 	refused  codes.Code // PERMISSION_DENIED or UNIMPLEMENTED: the check is skipped for good; OK: the queue was read
 	found    []finding  // what would make the key's tasks behave otherwise
 	reported sync.Once  // the findings, or the refusal, were logged and counted
 }
-
-// preflights holds the queue reads of the worker process, in a gcpconn.Cache: the DoFn
-// instances that need a queue at once wait for one read; a read that failed, or found the
-// queue misconfigured under PreflightFail, is remembered for gcpconn.FailureTTL and then read
-// again; and it is bounded like every per-queue state (processcache.go), so a queue dropped
-// from it is read again on its next use (and its warnings logged again).
-var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
 
 // findingKind is one thing the preflight reports; each has its counter.
 type findingKind int

@@ -6,13 +6,11 @@ import (
 	"sync"
 	"time"
 
-	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
 	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // retentionReader reads how long a queue remembers the names of deleted or executed tasks.
@@ -44,14 +42,7 @@ func (r betaQueueReader) tombstoneTTL(ctx context.Context, queue string) (time.D
 	return q.GetTombstoneTtl().AsDuration(), true, nil
 }
 
-// verified holds, per client setting, queue and required retention, whether this process has
-// found the queue's retention long enough (or could not read it from an emulator). The
-// instances that check a queue at once wait for one read; a failed check is remembered for
-// gcpconn.FailureTTL (the bundles meanwhile fail at once with its error), then read again. It
-// is bounded like every per-queue state (processcache.go).
-var verified = gcpconn.Cache[retentionKey, *retentionVerdict]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
-
-// retentionVerdict is a passed retention check.
+// retentionVerdict is a passed retention check, kept in verified (caches.go).
 type retentionVerdict struct {
 	unimplemented bool      // the server lacks v2beta3 GetQueue: not verified
 	logged        sync.Once // that it was not verified
@@ -62,8 +53,6 @@ type retentionKey struct {
 	queue     string
 	retention time.Duration
 }
-
-var betaClients = clientCache[*cloudtasksbeta.Client]{dial: cloudtasksbeta.NewClient, what: "Cloud Tasks v2beta3"}
 
 // defaultTombstoneTTL is the name retention of a queue that does not report one.
 const defaultTombstoneTTL = time.Hour

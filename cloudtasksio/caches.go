@@ -1,0 +1,85 @@
+package cloudtasksio
+
+import (
+	"time"
+
+	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
+	cloudtasksbeta "cloud.google.com/go/cloudtasks/apiv2beta3"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
+)
+
+// This file holds every cache a worker process keeps between bundles, shared by all the DoFn
+// instances of the process; https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/tuning.md
+// ("What a worker process keeps") is the user's view. Each is a gcpconn.Cache: one creation
+// (a client, a queue read) per key at a time, its result shared by every instance waiting for
+// it, no lock held while it runs, and a failure remembered for gcpconn.FailureTTL (30s), during
+// which the key's callers get the same error at once, then tried again.
+//
+// Two kinds of key, two kinds of bound:
+//
+//   - a client setting (clientSpec): the pipeline fixes its settings at construction, so these
+//     caches hold a handful of entries whatever the data. They have no bound and are kept for
+//     the life of the process: a client is never closed, so no bundle finds its client closed
+//     under it (portable runners never call Teardown).
+//   - a queue: these grow with the queues a QueueFn writes to, so each is bounded by
+//     queueStateIdleTTL (an entry unused that long is dropped) and maxQueueStates (beyond it
+//     the least recently used entry is dropped). A dropped entry is rebuilt on the queue's
+//     next task: the queue is read again, or its limit starts afresh. Measured for issue 19
+//     (BenchmarkQueueFnStateOverManyQueues, docs/performance.md "Memory over many queues"):
+//     at 100,000 queues a process holds 99 MB RSS, 186 MB and growing without the bounds.
+//
+// TestEveryProcessCacheIsDeclaredHereAndBounded keeps every such cache in this file and checks
+// the bounds of the per-queue ones. The dead-letter publishers (one per topic and client
+// setting, unbounded like the clients) live in package deadletter/pubsubdl, as publishers.
+
+// queueStateIdleTTL is how long a worker process keeps what it knows about a queue it no
+// longer writes to.
+const queueStateIdleTTL = 10 * time.Minute
+
+// maxQueueStates bounds the queues a worker process keeps state for, per kind of state; a
+// process writing to more queues than this at once reads the least recently used ones again
+// when it comes back to them.
+const maxQueueStates = 10_000
+
+// v2Clients holds the Cloud Tasks clients the creates go through (sharedClient).
+// Key: clientSpec. Bound: none, kept for the life of the process (one per client setting).
+var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what: "Cloud Tasks"}
+
+// betaClients holds the Cloud Tasks v2beta3 clients of the exactly-once retention check, the
+// only API that reports a queue's task-name retention (verifyRetention).
+// Key: clientSpec. Bound: none, kept for the life of the process (one per client setting).
+var betaClients = clientCache[*cloudtasksbeta.Client]{dial: cloudtasksbeta.NewClient, what: "Cloud Tasks v2beta3"}
+
+// adaptives holds the adaptive concurrency state that the create DoFns of one client setting
+// share (adaptiveFor): the limits belong to what the creates go through, so engines writing
+// through different clients (another endpoint, another identity) do not share them.
+// Key: clientSpec. Bound: none for the states, one per client setting; each state keeps a
+// concurrency limit per queue, bounded by newAdaptive like the per-queue caches below (a
+// limit is dropped only once nothing is in flight to its queue and no engine waits for it).
+var adaptives gcpconn.Cache[clientSpec, *engine.Adaptive]
+
+// newAdaptive returns an adaptive concurrency state whose per-queue limits are bounded like
+// every per-queue state of the process.
+func newAdaptive() *engine.Adaptive {
+	a := engine.NewAdaptive()
+	a.IdleTTL, a.MaxQueues = queueStateIdleTTL, maxQueueStates
+	return a
+}
+
+// preflights holds what the queue preflight found about a queue for the tasks of one key
+// (queuePreflighter.check): a queue read that failed, or found the queue misconfigured under
+// PreflightFail, is a failure, kept for gcpconn.FailureTTL. A queue dropped from it is read
+// again on its next use, and its warnings logged again.
+// Key: preflightKey (client setting, queue, QueuePreflight mode, kinds of task).
+// Bound: queueStateIdleTTL and maxQueueStates.
+var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
+
+// verified holds the exactly-once retention verdicts (verifyRetention): that a queue keeps
+// task names at least as long as the staged options assume, or that the server cannot say
+// (an emulator without the v2beta3 API). A failed check is a failure, kept for
+// gcpconn.FailureTTL: the bundles meanwhile fail at once with its error.
+// Key: retentionKey (client setting, queue, required retention).
+// Bound: queueStateIdleTTL and maxQueueStates.
+var verified = gcpconn.Cache[retentionKey, *retentionVerdict]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
