@@ -28,18 +28,12 @@ type createBase[T any] struct {
 	queues    map[string]bool   // the queues the bundle wrote to, for the adaptive limit gauge
 }
 
-// setup resolves the writer options in spec (the spec a worker decodes is not necessarily the
-// one TryWrite checked, and the engine refuses options out of range) and creates the metrics.
-func (b *createBase[T]) setup(spec *sinkSpec) error {
-	writer, err := spec.Writer.resolve()
-	if err != nil {
-		return err
-	}
-	spec.Writer = writer
-	b.metrics = newSinkMetrics(writer.PerDestinationMetrics)
-	b.preflight = newQueuePreflighter(writer.QueuePreflight, spec.Client)
+// setup creates the metrics, the preflight and the adaptive limits of spec, which the DoFn has
+// checked (sinkSpec.checkOnWorker): its writer options are resolved.
+func (b *createBase[T]) setup(spec *sinkSpec) {
+	b.metrics = newSinkMetrics(spec.Writer.PerDestinationMetrics)
+	b.preflight = newQueuePreflighter(spec.Writer.QueuePreflight, spec.Client)
 	b.adaptive = adaptiveFor(spec)
-	return nil
 }
 
 // start begins a bundle with a fresh engine sending through c and reporting to obs: nothing of

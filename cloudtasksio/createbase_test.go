@@ -21,10 +21,13 @@ func TestTheCreateBaseAddsNothingToTheSerializedDoFns(t *testing.T) {
 	created := engine.CreatorFunc(func(_ context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 		return req.GetTask(), nil
 	})
-	write := &writeFn{Spec: &sinkSpec{}}
-	require.NoError(t, write.setup(write.Spec))
+	spec, err := compile(Config{Queue: Queue{Project: "p", Location: "l", Name: "q"}, HTTP: &HTTPTarget{URL: "https://example.com/orders"},
+		EmulatorEndpoint: "127.0.0.1:1"}, typeOf(eoOrder{}))
+	require.NoError(t, err)
+	write := &writeFn{Spec: spec}
+	require.NoError(t, write.Setup())
 	write.start(created, engineOptions(write.Spec.Writer), write)
-	staged := &stagedCreateFn{Spec: &sinkSpec{Staged: DefaultStagedOptions()}}
+	staged := &stagedCreateFn{Spec: eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())}
 	require.NoError(t, staged.Setup())
 	staged.start(created, engineOptions(staged.Spec.Writer), staged)
 	for name, fn := range map[string]any{"write": write, "staged create": staged} {

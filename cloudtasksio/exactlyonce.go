@@ -74,8 +74,7 @@ type stageFn struct {
 // The DoFn methods Beam calls are the package's boundary on the worker: each returns its error
 // through withPrefix (boundary.go), and nothing inside them adds the prefix.
 
-// Setup checks the staged options again: the spec a worker decodes is not necessarily the one
-// TryWrite checked.
+// Setup checks the spec the worker decoded (sinkSpec.checkOnWorker) and prepares the DoFn.
 func (f *stageFn) Setup() error { return withPrefix(f.setupWorker()) }
 
 func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
@@ -83,7 +82,7 @@ func (f *stageFn) ProcessElement(ctx context.Context, elem beam.X, emit func(env
 }
 
 func (f *stageFn) setupWorker() error {
-	if err := f.Spec.Staged.validate(); err != nil {
+	if err := f.Spec.checkOnWorker(ExactlyOnce); err != nil {
 		return err
 	}
 	f.builders.spec = f.Spec
@@ -185,7 +184,8 @@ type stagedCreate struct {
 	sentAnyway     bool
 }
 
-// Setup checks the staged and writer options again, as the stage step does.
+// Setup checks the spec the worker decoded (sinkSpec.checkOnWorker), as the stage step does,
+// and prepares the DoFn.
 func (f *stagedCreateFn) Setup() error { return withPrefix(f.setupWorker()) }
 
 func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
@@ -201,12 +201,10 @@ func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime
 }
 
 func (f *stagedCreateFn) setupWorker() error {
-	if err := f.Spec.Staged.validate(); err != nil {
+	if err := f.Spec.checkOnWorker(ExactlyOnce); err != nil {
 		return err
 	}
-	if err := f.setup(f.Spec); err != nil {
-		return err
-	}
+	f.setup(f.Spec)
 	f.staged = newStagedMetrics()
 	return nil
 }

@@ -118,3 +118,67 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 	}
 	return spec, nil
 }
+
+// checkOnWorker is the one check a DoFn of the sink makes of its spec, in Setup: writeFn (step
+// AtLeastOnce), and stageFn and stagedCreateFn (step ExactlyOnce) all call it. The spec a
+// worker decodes is not necessarily the one TryWrite checked: it travels as JSON inside the
+// pipeline, which a template, another tool or a corrupt graph may have changed. The check
+// applies the rules TryWrite applied (Config.validate, so a rule fails with the same error on
+// the worker as at construction), refuses a spec of the other delivery mode, and resolves the
+// writer options to the values the engine needs. The element-type rules run again on the
+// worker when the first element of a type arrives (elementBuilders). Errors carry no package
+// prefix; the DoFn method that returns them adds it.
+func (s *sinkSpec) checkOnWorker(step DeliveryGuarantee) error {
+	if s == nil {
+		return errors.New("the DoFn carries no sink spec: its serialized form lost it")
+	}
+	for _, f := range []struct {
+		field string
+		fn    *beam.EncodedFunc
+	}{{"QueueFn", s.QueueFn}, {"Serializer", s.Serializer}, {"TaskIDFn", s.TaskIDFn}} {
+		if f.fn != nil && f.fn.Fn == nil {
+			return fmt.Errorf("the sink spec has Config.%s without its function", f.field)
+		}
+	}
+	if err := s.config().validate(); err != nil {
+		return err
+	}
+	if s.Delivery != step {
+		return fmt.Errorf("the sink spec says Config.Delivery %v, but this DoFn is a step of %v delivery", s.Delivery, step)
+	}
+	// validate has accepted them. A spec from compile holds them resolved already, and is not
+	// written to: DoFns that share one spec (an in-process runner) may set up at once.
+	if w, _ := s.Writer.resolve(); w != s.Writer {
+		s.Writer = w
+	}
+	return nil
+}
+
+// config returns a Config that compile turns into s, as far as Config.validate reads it: the
+// user functions are there or not, and the client settings are ClientOptions again.
+func (s *sinkSpec) config() Config {
+	settings := s.Client.Settings
+	c := Config{Queue: s.Queue, HTTP: s.HTTP, AppEngine: s.AppEngine, Delivery: s.Delivery, Writer: s.Writer, OnFailure: s.OnFailure,
+		EmulatorEndpoint: s.Client.EmulatorEndpoint, ServiceAccountKeyFile: s.Client.ServiceAccountKeyFile,
+		Client: ClientOptions{Endpoint: settings.Endpoint, QuotaProject: settings.QuotaProject,
+			ImpersonateServiceAccount: settings.ImpersonateServiceAccount, ImpersonateDelegates: settings.Delegates(),
+			UniverseDomain: settings.UniverseDomain, Telemetry: TelemetryOn}}
+	if settings.DisableTelemetry {
+		c.Client.Telemetry = TelemetryOff
+	}
+	// A nil *beam.EncodedFunc must stay a nil any: validate tells the functions set by != nil.
+	if s.QueueFn != nil {
+		c.QueueFn = s.QueueFn
+	}
+	if s.Serializer != nil {
+		c.Serializer = s.Serializer
+	}
+	if s.TaskIDFn != nil {
+		c.TaskIDFn = s.TaskIDFn
+	}
+	if s.Delivery == ExactlyOnce || s.Staged != (StagedOptions{}) {
+		staged := s.Staged
+		c.Staged = &staged
+	}
+	return c
+}

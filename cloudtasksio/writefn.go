@@ -45,8 +45,7 @@ type pendingTask struct {
 // The DoFn methods Beam calls are the package's boundary on the worker: each returns its error
 // through withPrefix (boundary.go), and nothing inside them adds the prefix.
 
-// Setup checks the writer options again: the spec a worker decodes is not necessarily the one
-// TryWrite checked, and the engine refuses options out of range.
+// Setup checks the spec the worker decoded (sinkSpec.checkOnWorker) and prepares the DoFn.
 func (f *writeFn) Setup() error { return withPrefix(f.setupWorker()) }
 
 func (f *writeFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
@@ -62,9 +61,10 @@ func (f *writeFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, de
 }
 
 func (f *writeFn) setupWorker() error {
-	if err := f.setup(f.Spec); err != nil {
+	if err := f.Spec.checkOnWorker(AtLeastOnce); err != nil {
 		return err
 	}
+	f.setup(f.Spec)
 	f.builders.spec = f.Spec
 	if f.Spec.QueueFn != nil {
 		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
