@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
+)
+
+// This file holds the life of one attempt: dispatch decides whether a request
+// is sent (its deadline and the Expirer), start runs the CreateTask call on a
+// goroutine of its own, and handle applies the outcome (created, rejected,
+// parked for a retry, or terminal), reporting the attempt's latency first.
+
+// dispatch sends r now, unless its deadline has passed and the expiry decides
+// otherwise.
+func (e *Engine[T]) dispatch(ctx context.Context, r *Request[T]) {
+	if !r.Deadline.IsZero() && !time.Now().Before(r.Deadline) {
+		action, err := e.expired(ctx, r)
+		if err != nil {
+			e.failRequest(ctx, r, err)
+			return
+		}
+		switch action {
+		case ExpiredSend:
+			// fall through to the send below
+		case ExpiredAssumeCreated:
+			e.obs.Created(ctx, r, false)
+			return
+		case ExpiredDrop:
+			return
+		case ExpiredFail:
+			e.failRequest(ctx, r, &createError{msg: fmt.Sprintf(
+				"task for queue %q not sent: its deadline %s passed after %d attempt(s)",
+				r.Create.GetParent(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
+			return
+		default:
+			e.fail(fmt.Errorf("engine: Expirer.Expired returned unknown ExpiredAction %d", int(action)))
+			return
+		}
+	}
+	e.send(r)
+}
+
+// expired asks the Expirer what to do with r, whose deadline has passed;
+// without one the expiry is terminal.
+func (e *Engine[T]) expired(ctx context.Context, r *Request[T]) (ExpiredAction, error) {
+	if e.expirer == nil {
+		return ExpiredFail, nil
+	}
+	return e.expirer.Expired(ctx, r)
+}
+
+// start runs one attempt on a goroutine of its own; p is its adaptive
+// concurrency permit, nil when that is off.
+func (e *Engine[T]) start(r *Request[T], p *permit) {
+	e.inFlight++
+	r.attempts++
+	creator, timeout, done, ctx, adaptive := e.creator, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
+	named := r.Create.GetTask().GetName() != ""
+	go func() {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		began := time.Now()
+		_, err := creator.CreateTask(ctx, r.Create)
+		at := time.Now()
+		adaptive.finished(p, err, named, at)
+		done <- completion[T]{r: r, err: err, at: at, took: at.Sub(began)}
+	}()
+}
+
+// handle applies the outcome of one attempt.
+func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
+	e.inFlight--
+	r := c.r
+	if c.err == nil {
+		e.reportLatency(ctx, c)
+		e.obs.Created(ctx, r, false)
+		return
+	}
+	d := classify(c.err, r.Create.GetTask().GetName() != "")
+	if e.attempts.Err() == nil || !d.cancelled {
+		e.reportLatency(ctx, c)
+	}
+	if d.class == Deduplicated {
+		e.obs.Created(ctx, r, true)
+		return
+	}
+	if e.err != nil {
+		// The engine has failed: the batch is replayed, so the outcome only
+		// feeds the attempt metric, unless it is the engine's own cancellation.
+		if e.attempts.Err() == nil || !d.cancelled {
+			e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
+		}
+		return
+	}
+	e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
+	queue := r.Create.GetParent()
+	code := CodeName(d.code)
+	if !d.hasCode {
+		code = "no status"
+		d.message = errorText(c.err)
+	}
+	switch d.class {
+	case Invalid:
+		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
+			e.fail(err)
+		}
+	case TooLarge:
+		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, kind: ErrTaskTooLarge, msg: fmt.Sprintf(
+			"the request for a task in queue %q (%d bytes in wire format) was refused for its size with %s before Cloud Tasks read it; not retried: %s",
+			queue, proto.Size(r.Create), code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
+			e.fail(err)
+		}
+	case Transient, NotFound:
+		budget, failures, what := e.opts.Transient, &r.transientFailures, "transient"
+		if d.class == NotFound {
+			budget, failures, what = e.opts.NotFound, &r.notFoundFailures, "NOT_FOUND"
+		}
+		*failures++
+		if *failures >= budget.MaxAttempts {
+			hint := ""
+			if d.class == NotFound {
+				hint = "; the queue does not exist, or is reactivating after being idle"
+			}
+			e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
+				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))})
+			return
+		}
+		due := c.at.Add(max(budget.backoff(*failures, e.opts.Jitter()), e.adaptive.retryDelay(c.err)))
+		heap.Push(&e.parked, parkedRequest[T]{due: due, seq: e.seq, r: r})
+		e.seq++
+	default:
+		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
+			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))})
+	}
+}
+
+// reportLatency tells the LatencyObserver, if any, how long c's call took.
+func (e *Engine[T]) reportLatency(ctx context.Context, c completion[T]) {
+	if e.latency != nil {
+		e.latency.AttemptLatency(ctx, c.r, c.took)
+	}
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+)
+
+// This file holds what a caller gives the engine and hears back from it: the
+// Creator that sends the RPC, the Request, the Observer and its optional parts
+// (Expirer, FailureObserver, LatencyObserver), the ExpiredAction an Expirer
+// decides, and the observer New uses when it is given none.
+
+// Creator sends one CreateTask RPC. The production implementation wraps a
+// *cloudtasks.Client; tests use a fake. CreateTask is called from a goroutine
+// of its own and must return once ctx ends.
+type Creator interface {
+	CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error)
+}
+
+// CreatorFunc adapts a plain function to the Creator interface.
+type CreatorFunc func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error)
+
+// CreateTask calls f(ctx, req).
+func (f CreatorFunc) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+	return f(ctx, req)
+}
+
+// Request is one task to create, carrying a caller's tag of type T. The engine
+// owns it from Submit until an Observer callback reports its outcome (Created,
+// Rejected, an Expired decision other than ExpiredSend) or the engine fails; do
+// not submit the same Request twice or change it meanwhile.
+type Request[T any] struct {
+	// Create is sent unchanged on every attempt, so a named task keeps its
+	// name across retries. Required.
+	Create *cloudtaskspb.CreateTaskRequest
+	// Deadline, when non-zero, must lie ahead at every send and re-send
+	// (time.Now().Before(Deadline)); otherwise Expirer.Expired decides what
+	// happens to the request, and without an Expirer the expiry is terminal.
+	Deadline time.Time
+	// Tag is the caller's data, untouched by the engine and available in
+	// every callback.
+	Tag T
+
+	attempts          int // sends started
+	transientFailures int // failures counted on Options.Transient
+	notFoundFailures  int // failures counted on Options.NotFound
+}
+
+// Attempts returns how many times the request has been sent so far.
+func (r *Request[T]) Attempts() int { return r.attempts }
+
+// Observer receives the outcome of every request and every failed attempt.
+// Each call happens on the goroutine that called Submit or Flush, inside that
+// call, with that call's context, so the implementation may emit outputs and
+// update metrics without locking. An Observer that also implements Expirer
+// decides what happens to expired requests, one that also implements
+// FailureObserver hears which request failed the engine, and one that also
+// implements LatencyObserver hears how long each attempt's call took.
+type Observer[T any] interface {
+	// Created reports that Cloud Tasks accepted the request. deduplicated is
+	// true when the answer was ALREADY_EXISTS for a named task (an earlier
+	// attempt or run created it). Also called, with deduplicated false, when
+	// Expirer.Expired answered ExpiredAssumeCreated.
+	Created(ctx context.Context, r *Request[T], deduplicated bool)
+	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT, or that the
+	// request was refused for its size before Cloud Tasks read it (TooLarge;
+	// errors.Is(err, ErrTaskTooLarge) then holds): the task itself is at fault
+	// and the caller's failure policy decides what to do with it. Neither is
+	// retried. err wraps the RPC error (use errors.Is / status.Code on it);
+	// its message is bounded and carries no task body or headers. Returning
+	// nil (the element was dead-lettered or dropped) leaves the engine
+	// running; a non-nil error becomes its terminal error, so nothing more is
+	// sent (see Failure in the package documentation).
+	Rejected(ctx context.Context, r *Request[T], err error) error
+	// AttemptFailed reports every failed attempt, retried or not, with the
+	// outermost status of the error as its canonical name ("UNAVAILABLE",
+	// see OutermostCode). ALREADY_EXISTS for a named task is a success and is
+	// not reported here, and neither is an attempt that ended because the
+	// engine had failed and cancelled it.
+	AttemptFailed(ctx context.Context, r *Request[T], code string)
+}
+
+// Expirer is the optional part of an Observer that decides what happens to a
+// request whose Deadline has passed before a send or re-send (see
+// ExpiredAction). A non-nil error becomes the engine's terminal error whatever
+// the action. Without an Expirer every expiry is terminal, as ExpiredFail.
+// It is called like the Observer's methods, inside Submit or Flush.
+type Expirer[T any] interface {
+	Expired(ctx context.Context, r *Request[T]) (ExpiredAction, error)
+}
+
+// FailureObserver is the optional part of an Observer that hears which
+// request's failure became the engine's terminal error: a status that is not
+// retried, an exhausted retry budget, or an expiry decided to fail. err is that
+// terminal error. Failed is called at most once per engine, and not for a
+// rejection (Rejected decided that one) nor for an error passed to Fail. It is
+// called like the Observer's methods, inside Submit or Flush.
+type FailureObserver[T any] interface {
+	Failed(ctx context.Context, r *Request[T], err error)
+}
+
+// LatencyObserver is the optional part of an Observer that hears how long
+// each attempt's CreateTask call took, measured around the call on the
+// attempt's goroutine (backoff and the wait for a free slot are not in it).
+// It hears every attempt whose outcome the engine reports, created,
+// deduplicated or failed, just before that outcome's callback; not an attempt
+// that ended because the engine had failed and cancelled it. It is called
+// like the Observer's methods, inside Submit or Flush.
+type LatencyObserver[T any] interface {
+	AttemptLatency(ctx context.Context, r *Request[T], latency time.Duration)
+}
+
+// ExpiredAction is Expirer.Expired's decision for a request whose deadline
+// passed before it could be sent.
+type ExpiredAction int
+
+const (
+	// ExpiredFail makes the expiry terminal: the error Expired returned, or
+	// one the engine builds when it returned nil, becomes the engine's
+	// terminal error. This is the zero value, and what happens without an
+	// Expirer.
+	ExpiredFail ExpiredAction = iota
+	// ExpiredAssumeCreated treats the request as created without sending it:
+	// the engine reports Observer.Created (deduplicated false) and forgets it.
+	ExpiredAssumeCreated
+	// ExpiredSend sends the request anyway. A later re-send asks again.
+	ExpiredSend
+	// ExpiredDrop forgets the request without sending it and without any
+	// further callback.
+	ExpiredDrop
+)
+
+// String returns the action's name, for example "ExpiredDrop".
+func (a ExpiredAction) String() string {
+	switch a {
+	case ExpiredFail:
+		return "ExpiredFail"
+	case ExpiredAssumeCreated:
+		return "ExpiredAssumeCreated"
+	case ExpiredSend:
+		return "ExpiredSend"
+	case ExpiredDrop:
+		return "ExpiredDrop"
+	}
+	return fmt.Sprintf("ExpiredAction(%d)", int(a))
+}
+
+// nopObserver ignores outcomes. It is no Expirer, so expired requests fail.
+type nopObserver[T any] struct{}
+
+func (nopObserver[T]) Created(context.Context, *Request[T], bool)         {}
+func (nopObserver[T]) Rejected(context.Context, *Request[T], error) error { return nil }
+func (nopObserver[T]) AttemptFailed(context.Context, *Request[T], string) {}
