@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"os"
+	"strconv"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"fmt"
@@ -120,6 +121,9 @@ func TestManyProcessesStartWithoutAStormOfRejections(t *testing.T) {
 // docs/performance.md reports.
 const simMatrixEnv = "CLOUDTASKSIO_SIM_MATRIX"
 
+// simInstancesEnv sets the engines per process of TestSimulatedStartUpMatrix (default 4).
+const simInstancesEnv = "CLOUDTASKSIO_SIM_INSTANCES"
+
 // TestSimulatedStartUpMatrix prints rejected attempts per task, share of the quota and time to
 // 90% of it for 2,500- and 20,000-task jobs at 5, 30 and 200 ms, with 1 and 8 processes of 4
 // instances, under quotas of 1,000/s with buckets of 100 and 1,000 (docs/performance.md).
@@ -127,12 +131,20 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 	if os.Getenv(simMatrixEnv) == "" {
 		t.Skipf("the start-up matrix takes several seconds of CPU: set %s=1 to run it", simMatrixEnv)
 	}
+	instances := 4
+	if v := os.Getenv(simInstancesEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("%s=%q: want a positive number of engines per process", simInstancesEnv, v)
+		}
+		instances = n
+	}
 	for range 1 {
 		for _, tasks := range []int{2500, 20000} {
 			for _, lat := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond} {
 				for _, procs := range []int{1, 8} {
 					for _, q := range [][2]float64{{1000, 100}, {1000, 1000}} {
-						c := simCase{procs: procs, instances: 4, tasks: tasks, perSecond: q[0], burst: q[1], latency: lat}
+						c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: q[0], burst: q[1], latency: lat}
 						r := simulate(t, c)
 						t.Logf("tasks=%5d lat=%3dms procs=%d quota=%4v/%4v: rejected/task=%.3f share=%5.1f%% held=%5.1f%% t90=%6.2fs failed=%d elapsed=%v",
 							tasks, lat.Milliseconds(), procs, q[0], q[1], r.rejectedPerTask(), 100*r.share(c), 100*r.held, r.t90.Seconds(), r.failed, r.elapsed.Round(time.Millisecond))

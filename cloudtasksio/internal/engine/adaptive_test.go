@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"math"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -51,6 +54,14 @@ func limitOf(a *Adaptive) int {
 	return initialLimit
 }
 
+// slowStartBound is slow start's limit on what every engine of the process has in flight to
+// testQueue together, which past the cap QueueLimit.Limit does not show.
+func slowStartBound(a *Adaptive) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queues[testQueue].limit
+}
+
 // succeedAll answers every permit with success at now.
 func succeedAll(a *Adaptive, ps []permit) {
 	for _, p := range ps {
@@ -71,11 +82,11 @@ func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 		// Each success of a create sent while at least half of the limit was in use adds
 		// slowStartGrowth: the limit doubles every round trip. Here the first create went
 		// out alone, the other three did not.
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond)
 		succeedAll(a, first)
 		got := a.Queue(testQueue)
 		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, got.Limit)
-		assert.Equal(t, 20*time.Millisecond, got.RTT, "the round trip is measured")
+		assert.Equal(t, 30*time.Millisecond, got.RTT, "the round trip is measured")
 		assert.Zero(t, got.Rate, "no rejection yet: not paced")
 
 		// Failures that say nothing about the quota neither grow nor shrink it.
@@ -86,28 +97,41 @@ func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 	})
 }
 
-func TestSlowStartReachesTheCapAndHoldsNothingBackThere(t *testing.T) {
+func TestSlowStartPacesUpToTheCapAndBoundsTheProcessBeyondIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
 		const cap = 50
 		rounds := 0
 		for limitOf(a) < cap && rounds < 100 {
 			ps := take(t, a, testQueue, cap, limitOf(a))
-			time.Sleep(10 * time.Millisecond)
+			// Well above slowStartRound, so the round trip measured from the permits' paced
+			// starts stays above it too.
+			time.Sleep(4 * slowStartRound)
 			succeedAll(a, ps)
 			rounds++
 		}
-		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit)
 		// From 4 to 50, doubling every round trip (a little less: the first creates of a round
 		// go out before half of the limit is in use).
 		assert.GreaterOrEqual(t, rounds, 4)
 		assert.LessOrEqual(t, rounds, 6)
-		// At the cap the limit is open: the engines' own caps are what bound them, and nothing
-		// is paced.
-		take(t, a, testQueue, cap, 2*cap)
-		got := a.Queue(testQueue)
-		assert.Equal(t, 2*cap, got.InFlight)
-		assert.Zero(t, got.Rate)
+		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit, "an engine sees at most its cap")
+		limit := slowStartBound(a)
+		assert.GreaterOrEqual(t, limit, float64(cap))
+
+		// From the cap on, creates are no longer spread over the round trip: each starts at
+		// once. The limit still bounds what all the engines of the process have in flight
+		// together (sixty-four engines of a cap of 1,000 each would otherwise have 64,000 in
+		// flight when a deep bucket's first rejection comes back), and it keeps doubling per
+		// round trip while it is used.
+		ps := take(t, a, testQueue, cap, int(limit))
+		for _, p := range ps {
+			assert.Equal(t, time.Now(), p.start, "not paced at the cap")
+		}
+		assert.True(t, refused(a, testQueue, cap), "%d in flight: the process's limit", len(ps))
+		time.Sleep(4 * slowStartRound)
+		succeedAll(a, ps)
+		assert.Greater(t, slowStartBound(a), 1.4*limit, "grows on past the cap while used")
+		assert.Zero(t, a.Queue(testQueue).Rate)
 	})
 }
 
@@ -149,8 +173,9 @@ func TestTheFirstRejectionPacesTheQueueAtTheRateItAccepted(t *testing.T) {
 		got := a.Queue(testQueue)
 		assert.Equal(t, 1, got.Decreases)
 		// The rate is set a little below the rate accepted over the last two round trips,
-		// which grew from about 20 to 30 creates per round trip of 100 ms.
-		assert.Greater(t, got.Rate, 150.0, "%+v", got)
+		// which grew from about 10 (initialRate over the round trip) to 30 creates per round
+		// trip of 100 ms.
+		assert.Greater(t, got.Rate, 100.0, "%+v", got)
 		assert.Less(t, got.Rate, 300*setPoint, "%+v", got)
 
 		// Creates now start one every 1/rate, each waiting for its slot; the permit counts
@@ -166,6 +191,33 @@ func TestTheFirstRejectionPacesTheQueueAtTheRateItAccepted(t *testing.T) {
 			assert.InDelta(t, float64(gap), float64(starts[i]-starts[i-1]), float64(time.Microsecond), "starts %v", starts)
 		}
 		assert.Equal(t, 5, a.Queue(testQueue).InFlight)
+	})
+}
+
+func TestAPacedQueueBooksSlotsNoFurtherAheadThanARoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		const rtt = 100 * time.Millisecond
+		throttleAfter(t, a, 30, rtt)
+		got := a.Queue(testQueue)
+		horizon := max(got.RTT, minHorizon)
+		// Many DoFn instances ask at once: each is granted a slot until the slots reach a
+		// round trip ahead; the next one is told when to ask again instead of being booked
+		// further out at today's rate.
+		now := time.Now()
+		var granted []permit
+		for range 1000 {
+			p, ok, until := a.acquire(testQueue, 1000, now)
+			if !ok {
+				require.False(t, until.IsZero(), "refused with a time to ask again")
+				assert.WithinDuration(t, now.Add(time.Duration(len(granted))*time.Duration(float64(time.Second)/got.Rate)-horizon), until, time.Millisecond)
+				break
+			}
+			granted = append(granted, p)
+		}
+		last := granted[len(granted)-1].start
+		assert.LessOrEqual(t, last.Sub(now), horizon)
+		assert.InDelta(t, got.Rate*horizon.Seconds(), float64(len(granted)), 2, "a round trip's worth of slots at %.0f/s", got.Rate)
 	})
 }
 
@@ -190,9 +242,14 @@ func TestRejectionsLowerThePacedRateOncePerRound(t *testing.T) {
 		assert.Equal(t, 2, got.Decreases)
 
 		// It never falls below minRate.
-		for range 100 {
-			p, _, _ := a.acquire(testQueue, 1000, time.Now())
+		for i := 0; i < 100; {
+			p, ok, until := a.acquire(testQueue, 1000, time.Now())
+			if !ok {
+				time.Sleep(time.Until(until)) // the next slot is more than a round trip ahead
+				continue
+			}
 			a.release(p, outcomeThrottled, 0, time.Now())
+			i++
 		}
 		assert.Equal(t, minRate, a.Queue(testQueue).Rate)
 	})
@@ -218,8 +275,10 @@ func TestThePacedRateGrowsWhileItHoldsCreatesBackAndTheySucceed(t *testing.T) {
 		}
 		assert.Greater(t, held, 100, "the rate held creates back")
 		grown := a.Queue(testQueue).Rate
+		// In the first second after a decrease the growth per second goes from growthPerSecond
+		// to twice that (it doubles every growthDoubling of quiet, here 500 ms).
 		assert.Greater(t, grown, rate*(1+growthPerSecond))
-		assert.Less(t, grown, rate*(1+2*growthPerSecond)+2*growthFloor)
+		assert.Less(t, grown, rate*(1+4*growthPerSecond)+2*growthFloor)
 
 		// Creates offered slower than the rate do not grow it.
 		for range 20 {
@@ -230,6 +289,203 @@ func TestThePacedRateGrowsWhileItHoldsCreatesBackAndTheySucceed(t *testing.T) {
 		}
 		assert.Equal(t, grown, a.Queue(testQueue).Rate)
 	})
+}
+
+func TestAtShortRoundTripsSlowStartDoublesAtMostOncePerSlowStartRound(t *testing.T) {
+	// At a 5 ms round trip a quota's bucket of a tenth of a second holds twenty round trips:
+	// doubling every round trip would reach thousands of creates per second before the first
+	// rejection could come back. Each success adds rtt/slowStartRound of slowStartGrowth, so
+	// the limit grows about as fast per slowStartRound as it would per round trip at a round
+	// trip of slowStartRound.
+	reach := func(rtt time.Duration) (took time.Duration) {
+		synctest.Test(t, func(t *testing.T) {
+			a := NewAdaptive()
+			f := (&throttlingFake{latency: rtt}).init()
+			o := adaptiveOptions(a)
+			o.MaxInFlight = 1000
+			start := time.Now()
+			done := make(chan error, 1)
+			go func() { done <- run(context.Background(), f, o, testQueue, 5000) }()
+			for a.Queue(testQueue).Limit < 64 {
+				require.Less(t, time.Since(start), 10*time.Second, "slow start never reached 64")
+				time.Sleep(time.Millisecond)
+			}
+			took = time.Since(start)
+			require.NoError(t, <-done)
+		})
+		return took
+	}
+	short, long := reach(5*time.Millisecond), reach(slowStartRound)
+	t.Logf("from %d to 64 creates in flight: %v at 5 ms, %v at %v", initialLimit, short, long, slowStartRound)
+	// Four doublings. Unscaled, 5 ms would take a fifth of the time 25 ms takes.
+	assert.Greater(t, short, long/2)
+	assert.Less(t, short, 2*long)
+	assert.Greater(t, short, 3*slowStartRound)
+}
+
+func TestAtLongRoundTripsSlowStartBeginsAtInitialRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// At 200 ms, 4 creates in flight are 20 creates per second, and doubling from there to
+		// a quota of 1,000/s takes two seconds. Once the first answer tells the round trip,
+		// the limit starts from initialRate over it instead.
+		a := NewAdaptive()
+		first := take(t, a, testQueue, 1000, initialLimit)
+		time.Sleep(200 * time.Millisecond)
+		succeedAll(a, first)
+		assert.Equal(t, initialRate*0.2, a.Queue(testQueue).Limit)
+
+		// The floor follows the smoothed round trip and is never stored: when a slow first
+		// answer (a cold connection) is followed by fast ones, it fades, and what is left is
+		// the limit slow start grew on its own (4, plus 3 for the creates sent with half of it
+		// in use), not 20 in flight at 20 ms, 1,000 creates per second.
+		for range 60 {
+			p := take(t, a, testQueue, 1000, 1)[0] // one at a time: not binding
+			time.Sleep(20 * time.Millisecond)
+			a.release(p, outcomeSucceeded, 0, time.Now())
+		}
+		got := a.Queue(testQueue)
+		assert.Less(t, got.RTT, 25*time.Millisecond)
+		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, got.Limit)
+
+		// At 30 ms initialRate is 3 in flight: below initialLimit, so nothing changes there.
+		b := NewAdaptive()
+		first = take(t, b, testQueue, 1000, initialLimit)
+		time.Sleep(30 * time.Millisecond)
+		succeedAll(b, first)
+		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, b.Queue(testQueue).Limit)
+	})
+}
+
+func TestSlowStartGrowsWhenAnswersComeBackAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A creator that answers within the same instant (an in-memory fake, a coarse clock)
+		// gives no round trip sample; slow start must still grow by whole steps then.
+		a := NewAdaptive()
+		for range 10 {
+			succeedAll(a, take(t, a, testQueue, 1000, limitOf(a)))
+		}
+		assert.Zero(t, a.Queue(testQueue).RTT)
+		assert.Greater(t, a.Queue(testQueue).Limit, 100.0)
+	})
+}
+
+func TestEveryDecreaseSetsTheRateAtMostALittleBelowTheAcceptedRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		const rtt = 100 * time.Millisecond
+		throttleAfter(t, a, 30, rtt)
+		rate := a.Queue(testQueue).Rate
+		// Another process takes most of the quota: for ten round trips, one create in four
+		// this process sends succeeds. One decrease per round by decreaseFactor would leave the
+		// rate at about a third of what it was, still far above what the queue takes from it;
+		// the decreases follow the accepted rate down (reading it over the last two round
+		// trips, so a round trip or two behind).
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := 0; time.Since(start) < 10*rtt; i++ {
+			p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+			require.True(t, ok)
+			time.Sleep(time.Until(p.start))
+			wg.Go(func() {
+				time.Sleep(rtt)
+				if i%4 == 0 {
+					a.release(p, outcomeSucceeded, 0, time.Now())
+				} else {
+					a.release(p, outcomeThrottled, 0, time.Now())
+				}
+			})
+		}
+		wg.Wait()
+		got := a.Queue(testQueue)
+		assert.LessOrEqual(t, got.Decreases, 12, "about one decrease per round trip")
+		byFactor := rate * math.Pow(decreaseFactor, float64(got.Decreases-1))
+		assert.Less(t, got.Rate, byFactor/2, "%d decreases by the factor alone: %.1f/s", got.Decreases-1, byFactor)
+		assert.GreaterOrEqual(t, got.Rate, minRate)
+	})
+}
+
+func TestARejectionOfAQuietProcessLowersItsRateOnlyByTheFactor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A paced process that sends far less than its rate allows (a quiet spell of a
+		// streaming job) and meets a rejection: what the queue accepted from it is what it had
+		// to send, not what the quota lets through, so the rate falls by decreaseFactor, not
+		// to that.
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, 50*time.Millisecond)
+		time.Sleep(time.Second)
+		for range 10 {
+			p := take(t, a, testQueue, 1000, 1)[0]
+			require.False(t, p.binding)
+			time.Sleep(50 * time.Millisecond)
+			a.release(p, outcomeSucceeded, 0, time.Now())
+			time.Sleep(50 * time.Millisecond)
+		}
+		rate := a.Queue(testQueue).Rate
+		p := take(t, a, testQueue, 1000, 1)[0]
+		time.Sleep(50 * time.Millisecond)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		assert.InDelta(t, rate*decreaseFactor, a.Queue(testQueue).Rate, 1e-9)
+	})
+}
+
+func TestTheAcceptedRateOfASmallShareIsReadOverEnoughAcceptances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One acceptance every 40 ms (25/s): two round trips of 5 ms hold none or one, which
+		// reads as 0 or 50/s. The span is widened until it holds acceptedMinCount.
+		var r acceptedRate
+		for range 30 {
+			r.add(time.Now())
+			time.Sleep(40 * time.Millisecond)
+		}
+		got := r.perSecond(time.Now(), 5*time.Millisecond)
+		assert.InDelta(t, 25, got, 3)
+	})
+}
+
+func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
+	// A process whose peers finished leaves a quota free that its rate must grow into: the
+	// growth per second doubles with every growthDoubling without a decrease, up to
+	// 2^growthDoublings times growthPerSecond, and to at most maxGrowthPerRound per round trip,
+	// so that at a long round trip the rate does not run far past the quota before a rejection
+	// can come back.
+	growth := func(rtt time.Duration) (firstSecond, fourthSecond float64) {
+		synctest.Test(t, func(t *testing.T) {
+			a := NewAdaptive()
+			throttleAfter(t, a, 30, rtt)
+			// Creates offered faster than the rate, each answered a round trip after its
+			// start, all succeeding.
+			var wg sync.WaitGroup
+			rateAfter := func(d time.Duration) float64 {
+				start := time.Now()
+				for time.Since(start) < d {
+					p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+					require.True(t, ok)
+					time.Sleep(time.Until(p.start))
+					wg.Go(func() {
+						time.Sleep(rtt)
+						a.release(p, outcomeSucceeded, 0, time.Now())
+					})
+				}
+				return a.Queue(testQueue).Rate
+			}
+			defer wg.Wait()
+			r0 := a.Queue(testQueue).Rate
+			r1 := rateAfter(time.Second)
+			r3 := rateAfter(2 * time.Second)
+			r4 := rateAfter(time.Second)
+			firstSecond, fourthSecond = r1/r0-1, r4/r3-1
+		})
+		return firstSecond, fourthSecond
+	}
+	first, fourth := growth(10 * time.Millisecond)
+	assert.Less(t, first, 4*growthPerSecond)
+	assert.Greater(t, fourth, 32*growthPerSecond*0.5, "grew %.0f%% in the fourth second", 100*fourth)
+	assert.Greater(t, fourth, 5*first)
+
+	// At 200 ms, a growth of maxGrowthPerRound per round trip is 15% per second.
+	_, fourth = growth(200 * time.Millisecond)
+	assert.Less(t, fourth, 1.2*maxGrowthPerRound/0.2, "grew %.0f%% in the fourth second", 100*fourth)
+	assert.Greater(t, fourth, 2*growthPerSecond)
 }
 
 func TestFailuresOtherThanResourceExhaustedLeaveTheLimit(t *testing.T) {

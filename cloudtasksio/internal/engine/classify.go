@@ -5,7 +5,9 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -357,4 +359,33 @@ func CodeName(c codes.Code) string {
 		return codeNames[c]
 	}
 	return "CODE_" + strconv.FormatUint(uint64(c), 10)
+}
+
+// throttle reads what a failed create says about the queue's quota:
+// throttled is true when RESOURCE_EXHAUSTED is anywhere in err's chain, other
+// than one refusing a message for its size (IsMessageTooLarge), and
+// delay is the retry_delay of a google.rpc.RetryInfo detail of such a status
+// (bounded by maxRetryDelay; 0 when there is none).
+func throttle(err error) (throttled bool, delay time.Duration) {
+	if err == nil {
+		return false, 0
+	}
+	walkChain(err, func(node error) bool {
+		code, msg, ok, _ := nodeStatus(node)
+		if !ok || code != codes.ResourceExhausted || IsMessageTooLarge(code, msg) {
+			return true // a request over a size limit says nothing of the quota
+		}
+		throttled = true
+		if s, isStatuser := node.(grpcStatuser); isStatuser {
+			if st, readable := safeStatus(s); readable && st != nil {
+				for _, d := range st.Details() {
+					if ri, isRetryInfo := d.(*errdetails.RetryInfo); isRetryInfo && ri.GetRetryDelay().IsValid() {
+						delay = max(delay, ri.GetRetryDelay().AsDuration())
+					}
+				}
+			}
+		}
+		return true
+	})
+	return throttled, min(max(delay, 0), maxRetryDelay)
 }
