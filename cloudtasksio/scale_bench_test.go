@@ -109,6 +109,22 @@ type scaleCase struct {
 	Burst     int           // the quota's bucket
 }
 
+// pool is the ChannelPoolSize a worker of c needs, as tuning.md sizes it: about one connection
+// per 100 creates a process keeps in flight, here the process's share of the quota over one
+// round trip, with half again as many for the start-up's bursts, and at most scaleMaxPool. One
+// process at 200 ms under 1,000/s keeps 200 in flight and gets 3; eight processes get one each.
+func (c scaleCase) pool() int {
+	if c.Quota == 0 {
+		return 1
+	}
+	inFlight := c.Quota * float64(c.Queues) * c.Latency.Seconds() / float64(c.Procs)
+	return min(scaleMaxPool, max(1, int(math.Ceil(1.5*inFlight/100))))
+}
+
+// scaleMaxPool bounds a worker's connections: the 10,000-queue case would otherwise size a pool
+// for every queue at its full quota at once, thousands of connections.
+const scaleMaxPool = 8
+
 func (c scaleCase) String() string {
 	return fmt.Sprintf("K=%d/M=%d/N=%d/Q=%d/latency=%v", c.Procs, c.Instances, c.Tasks, c.Queues, c.Latency)
 }
@@ -149,6 +165,7 @@ type scaleWorkerConfig struct {
 	Queues    int
 	Bundle    int
 	Start     time.Time // when every worker starts its instances
+	Pool      int       // gRPC connections of the worker's client (ChannelPoolSize); 0 or 1: one
 }
 
 // scaleWorkerResult is what a worker process reports on stdout, as one JSON line.
@@ -236,8 +253,14 @@ func runScaleWorker(cfgJSON string) int {
 func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	rec := &scaleRecorder{start: cfg.Start, first: map[int]time.Time{}}
 	// The sink's own process-wide client, with the recorder in front of its connection.
+	// Write refuses ChannelPoolSize with an emulator (one plaintext connection), so the worker
+	// adds the pool a production worker would set (scaleCase.pool) here, where the sink dials.
 	v2Clients.dial = func(ctx context.Context, opts ...option.ClientOption) (*cloudtasks.Client, error) {
-		return cloudtasks.NewClient(ctx, append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(rec.intercept)))...)
+		opts = append(opts, option.WithGRPCDialOption(grpc.WithChainUnaryInterceptor(rec.intercept)))
+		if cfg.Pool > 1 {
+			opts = append(opts, option.WithGRPCConnectionPool(cfg.Pool))
+		}
+		return cloudtasks.NewClient(ctx, opts...)
 	}
 	q, err := NewQueue(scaleProject, scaleLocation, scaleQueueName(0))
 	if err != nil {
@@ -539,7 +562,7 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	var wg sync.WaitGroup
 	for k := range c.Procs {
 		cfg := scaleWorkerConfig{Addr: addr, Worker: k, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Queues: c.Queues,
-			Bundle: min(perInstance, 500), Start: start}
+			Bundle: min(perInstance, 500), Start: start, Pool: c.pool()}
 		js, _ := json.Marshal(cfg)
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), scaleWorkerEnv+"="+string(js))
