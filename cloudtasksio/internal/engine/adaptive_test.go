@@ -54,6 +54,20 @@ func limitOf(a *Adaptive) int {
 	return initialLimit
 }
 
+// acquireWhenAllowed acquires a permit to testQueue (cap 1000), waiting, when acquire refuses
+// because the queue's next paced slot lies more than a round trip ahead, until the time it names.
+func acquireWhenAllowed(t *testing.T, a *Adaptive) permit {
+	t.Helper()
+	for {
+		p, ok, until := a.acquire(testQueue, 1000, time.Now())
+		if ok {
+			return p
+		}
+		require.False(t, until.IsZero(), "refused without a time to ask again; state %+v", a.Queue(testQueue))
+		time.Sleep(time.Until(until))
+	}
+}
+
 // slowStartBound is slow start's limit on what every engine of the process has in flight to
 // testQueue together, which past the cap QueueLimit.Limit does not show.
 func slowStartBound(a *Adaptive) float64 {
@@ -242,14 +256,8 @@ func TestRejectionsLowerThePacedRateOncePerRound(t *testing.T) {
 		assert.Equal(t, 2, got.Decreases)
 
 		// It never falls below minRate.
-		for i := 0; i < 100; {
-			p, ok, until := a.acquire(testQueue, 1000, time.Now())
-			if !ok {
-				time.Sleep(time.Until(until)) // the next slot is more than a round trip ahead
-				continue
-			}
-			a.release(p, outcomeThrottled, 0, time.Now())
-			i++
+		for range 100 {
+			a.release(acquireWhenAllowed(t, a), outcomeThrottled, 0, time.Now())
 		}
 		assert.Equal(t, minRate, a.Queue(testQueue).Rate)
 	})
@@ -265,8 +273,7 @@ func TestThePacedRateGrowsWhileItHoldsCreatesBackAndTheySucceed(t *testing.T) {
 		start := time.Now()
 		held := 0
 		for time.Since(start) < time.Second {
-			p, ok, _ := a.acquire(testQueue, 1000, time.Now())
-			require.True(t, ok)
+			p := acquireWhenAllowed(t, a)
 			if p.binding {
 				held++
 			}
@@ -383,8 +390,7 @@ func TestEveryDecreaseSetsTheRateAtMostALittleBelowTheAcceptedRate(t *testing.T)
 		var wg sync.WaitGroup
 		start := time.Now()
 		for i := 0; time.Since(start) < 10*rtt; i++ {
-			p, ok, _ := a.acquire(testQueue, 1000, time.Now())
-			require.True(t, ok)
+			p := acquireWhenAllowed(t, a)
 			time.Sleep(time.Until(p.start))
 			wg.Go(func() {
 				time.Sleep(rtt)
@@ -458,8 +464,7 @@ func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 			rateAfter := func(d time.Duration) float64 {
 				start := time.Now()
 				for time.Since(start) < d {
-					p, ok, _ := a.acquire(testQueue, 1000, time.Now())
-					require.True(t, ok)
+					p := acquireWhenAllowed(t, a)
 					time.Sleep(time.Until(p.start))
 					wg.Go(func() {
 						time.Sleep(rtt)
