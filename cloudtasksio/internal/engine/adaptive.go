@@ -413,7 +413,6 @@ func (q *queueLimit) decrease(at time.Time) {
 			rate = float64(q.inFlight+1) / 2 / max(q.rtt, time.Millisecond).Seconds()
 		}
 		q.rate = rate * setPoint
-		q.limit = float64(q.cap)
 		q.next = at
 	} else {
 		q.rate *= decreaseFactor
