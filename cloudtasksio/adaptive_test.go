@@ -45,9 +45,9 @@ func TestAdaptiveConcurrencyIsSharedByTheCreateDoFnsOfAProcess(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				staged := DefaultStagedOptions()
 				staged.VerifyQueueRetention = false
-				// A queue of its own: the state is process-wide, and other tests must not see
-				// this one's pause.
-				spec := eoSpec(t, "adaptive-shared-"+c.name, eoOrder{}, staged)
+				// A queue of this run alone: the state is process-wide, and other tests (and
+				// later runs of this one) must not see this one's pause.
+				spec := eoSpec(t, ownSetting("adaptive-shared-"+c.name), eoOrder{}, staged)
 				spec.Writer.AdaptiveConcurrency = c.setting
 				envs := stageAll(t, spec, eoOrder{ID: "1", Key: "k1"}, eoOrder{ID: "2", Key: "k2"})
 				first := &fakeCreator{script: []error{throttledFor(t, 2*time.Second)}}

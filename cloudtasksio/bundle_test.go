@@ -13,6 +13,7 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -160,12 +161,18 @@ func TestARejectionInExactlyOnceModeStopsTheHeldEnvelope(t *testing.T) {
 	assert.Equal(t, 1, srv.Stats().CreateTaskCalls, "the envelope held at the cap is not sent")
 }
 
-// captureLogs sends slog's default logger, which Beam's log package writes to, into a buffer
-// for the rest of the test.
+// captureLogs sends what the package logs into a buffer for the rest of the test. The package
+// logs through Beam's log package, which writes to slog's default logger until a pipeline
+// runs in the process: the worker harness of an in-process runner (prism, in the pipeline
+// tests) then installs its own logger, which sends lines to the runner, and never puts the
+// old one back. So captureLogs installs Beam's slog logger again before pointing slog's
+// default logger at the buffer; Beam's log package cannot say which logger it had, so that
+// one stays after the test, as at the process's start.
 func captureLogs(t *testing.T) *bytes.Buffer {
 	t.Helper()
 	var buf bytes.Buffer
 	saved := slog.Default()
+	beamlog.SetLogger(&beamlog.Structural{})
 	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(saved) })
 	return &buf

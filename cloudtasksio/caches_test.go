@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,11 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 		require.NoError(t, err)
 	}
 	reads := countGetQueue(srv)
+	// At most 3 creates in flight: a queue with a create in flight is in use, and the adaptive
+	// state never drops a queue in use, so with more in flight at once (the creates of one
+	// bundle answered slowly) it would rightly keep more than 3 queues.
 	cfg := Config{QueueFn: queueOfSpreadOrder, HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
-		EmulatorEndpoint: srv.Addr}
+		EmulatorEndpoint: srv.Addr, Writer: WriterOptions{MaxInFlightTasks: 3}}
 	spec, err := compile(cfg, typeOf(spreadOrder{}))
 	require.NoError(t, err)
 
@@ -156,12 +160,24 @@ func TestPerQueueCachesAreBoundedAndClientCachesAreNot(t *testing.T) {
 	}
 }
 
+// ownSettings counts the names ownSetting has handed out.
+var ownSettings atomic.Int64
+
+// ownSetting returns name followed by a number no other call in this process returned. A test
+// that keys the process-wide caches (caches.go) with a client setting, a key file or a queue of
+// its own takes it from here: a fixed name would be shared with the earlier runs of the same
+// test (go test -count=N runs every test N times in one process, the caches filled by the
+// runs before), whose reads, verdicts, failures and limits it would find already there.
+func ownSetting(name string) string {
+	return fmt.Sprintf("%s-%d", name, ownSettings.Add(1))
+}
+
 // TestRetentionVerdictsAreBoundedToMaxQueueStates drives the process's own verified cache
 // through verifyRetention over more queues than maxQueueStates: it never holds more, and the
 // queue dropped first (the least recently used) is read again when it comes back.
 func TestRetentionVerdictsAreBoundedToMaxQueueStates(t *testing.T) {
 	r := &fakeRetention{ttl: time.Hour, ok: true}
-	spec := clientSpec{EmulatorEndpoint: "bounds.test:2"} // a client setting of this test alone
+	spec := clientSpec{EmulatorEndpoint: ownSetting("bounds") + ".test:2"}
 	queue := func(i int) string { return fmt.Sprintf("projects/p/locations/l/queues/bound-%d", i) }
 	for i := range maxQueueStates + 10 {
 		require.NoError(t, verifyRetention(t.Context(), r, spec, queue(i), time.Hour))

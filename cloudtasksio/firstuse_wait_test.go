@@ -2,7 +2,6 @@ package cloudtasksio
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,8 +88,8 @@ func TestSixtyFourInstancesWaitForOneSlowQueuePreflightRead(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				// A client setting of this test alone, so no other test shares its state.
-				spec := clientSpec{EmulatorEndpoint: "first-use-" + c.mode.String() + "-" + c.name + ".invalid:1"}
+				// A client setting of this run alone, so no other test or run shares its state.
+				spec := clientSpec{EmulatorEndpoint: ownSetting("first-use-"+c.mode.String()+"-"+c.name) + ".invalid:1"}
 				longest, errs := startTogether(func() error {
 					ctx, _ := metricsContext() // each instance's bundle has its own
 					p := newQueuePreflighter(c.mode, spec)
@@ -126,7 +125,7 @@ func TestSixtyFourInstancesWaitForOneSlowRetentionRead(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := &slowRetentionReader{err: c.err}
-				spec := clientSpec{EmulatorEndpoint: "first-use-retention-" + c.name + ".invalid:1"}
+				spec := clientSpec{EmulatorEndpoint: ownSetting("first-use-retention-"+c.name) + ".invalid:1"}
 				longest, errs := startTogether(func() error {
 					return verifyRetention(context.Background(), r, spec, preflightQueue, time.Hour)
 				})
@@ -155,8 +154,8 @@ func BenchmarkFirstUseWaitOf64Instances(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			var last time.Duration
 			var reads int64
-			for i := 0; b.Loop(); i++ {
-				spec := clientSpec{EmulatorEndpoint: fmt.Sprintf("bench-%s-%d.invalid:1", strings.ReplaceAll(name, "/", "-"), i)}
+			for b.Loop() {
+				spec := clientSpec{EmulatorEndpoint: ownSetting("bench-"+strings.ReplaceAll(name, "/", "-")) + ".invalid:1"}
 				var check func() error
 				var count func() int64
 				switch name {

@@ -45,7 +45,8 @@ func TestRetentionPreflight(t *testing.T) {
 		{"permission denied", fakeRetention{err: status.Error(codes.PermissionDenied, "secret detail")}, time.Hour, "failed with PERMISSION_DENIED"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			queue := "projects/p/locations/l/queues/" + strings.ReplaceAll(c.name, " ", "-")
+			// A queue of this run alone: a verdict is kept for the process.
+			queue := "projects/p/locations/l/queues/" + ownSetting(strings.ReplaceAll(c.name, " ", "-"))
 			err := verifyRetention(context.Background(), &c.r, clientSpec{}, queue, c.want)
 			if c.err == "" {
 				require.NoError(t, err)
@@ -73,7 +74,8 @@ func TestRetentionPreflightErrorsSayWhatEachStatusMeans(t *testing.T) {
 		codes.ResourceExhausted: {"could not be reached", "cloudtasks.queues.get"},
 	} {
 		t.Run(code.String(), func(t *testing.T) {
-			queue := "projects/p/locations/l/queues/preflight-" + strings.ToLower(code.String())
+			// A queue of this run alone: a failed read is remembered for gcpconn.FailureTTL.
+			queue := "projects/p/locations/l/queues/" + ownSetting("preflight-"+strings.ToLower(code.String()))
 			err := verifyRetention(context.Background(), &fakeRetention{err: status.Error(code, "secret detail")}, clientSpec{}, queue, time.Hour)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), engine.CodeName(code))
@@ -104,7 +106,7 @@ func (r *flakyRetention) tombstoneTTL(context.Context, string) (time.Duration, b
 func TestRetentionCheckRemembersAFailedReadForFailureTTLThenReadsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &flakyRetention{err: status.Error(codes.Unavailable, "down")}
-		spec := clientSpec{EmulatorEndpoint: "retention-failure-ttl.invalid:1"}
+		spec := clientSpec{EmulatorEndpoint: ownSetting("retention-failure-ttl") + ".invalid:1"}
 		const queue = "projects/p/locations/l/queues/retention-failure-ttl"
 		for range 10 { // bundles retried at once
 			err := verifyRetention(context.Background(), r, spec, queue, time.Hour)
