@@ -1,6 +1,8 @@
 package main
 
 import (
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -46,11 +48,64 @@ func describe(arrows []arrow) string {
 	return b.String()
 }
 
+// fixtureModFile is the name the fixture's module files have in testdata: a folder holding a
+// file named go.mod is another module, which the go command leaves out of this module's zip,
+// so a fixture with one would be missing for anyone who gets the module from a proxy.
+const fixtureModFile = "go.mod.txt"
+
+// house copies testdata/house into a temporary folder, naming each fixtureModFile go.mod, and
+// returns that folder: the fixture module, with its nested module.
+func house(t *testing.T) string {
+	t.Helper()
+	src := filepath.Join("testdata", "house")
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		if d.Name() == fixtureModFile {
+			to = filepath.Join(filepath.Dir(to), "go.mod")
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	require.NoError(t, err)
+	for _, mod := range []string{"go.mod", filepath.Join("nested", "go.mod")} {
+		require.FileExists(t, filepath.Join(dst, mod), "testdata/house has its module files as %s", fixtureModFile)
+	}
+	return dst
+}
+
+// TestFixturesShipInTheModuleZip: no folder under testdata holds a file named go.mod, which
+// would make it a module of its own, left out of this module's zip (and so out of the module
+// cache of anyone who tests the module fetched from a proxy).
+func TestFixturesShipInTheModuleZip(t *testing.T) {
+	err := filepath.WalkDir("testdata", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		assert.False(t, !d.IsDir() && d.Name() == "go.mod", "%s makes its folder another module, dropped from the module zip; name it %s", p, fixtureModFile)
+		return nil
+	})
+	require.NoError(t, err)
+}
+
 // TestLoadReadsImportClausesOfThePlatformsFiles loads testdata/house and checks what counts: build
 // and test imports apart, external tests folded into their package, a test-only folder marked,
 // and testdata, "_" folders, nested modules and files of other builds left out.
 func TestLoadReadsImportClausesOfThePlatformsFiles(t *testing.T) {
-	g, err := loadModule(filepath.Join("testdata", "house"))
+	g, err := loadModule(house(t))
 	require.NoError(t, err)
 	assert.Equal(t, "example.com/house", g.module)
 	assert.ElementsMatch(t, []string{"core", "e2e", "shared/app", "shared/lib"}, keys(g), "testdata, _old and nested (its own module) are not packages of the module")
@@ -67,7 +122,7 @@ func TestLoadReadsImportClausesOfThePlatformsFiles(t *testing.T) {
 // library of core and an application on core, so core's arrows into shared/ run back up; the
 // external test of core closes a cycle through shared/app.
 func TestHouseOfTestdata(t *testing.T) {
-	g, err := loadModule(filepath.Join("testdata", "house"))
+	g, err := loadModule(house(t))
 	require.NoError(t, err)
 	r := measure(g)
 
