@@ -2,15 +2,17 @@ package engine
 
 import (
 	"context"
-	"os"
-	"strconv"
-
-	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -29,6 +31,42 @@ type simResult struct {
 	elapsed                   time.Duration
 	t90                       time.Duration // when the created rate over 500 ms first reached 90% of the quota
 	held                      float64       // the created rate from t90 to the end, as a share of the quota
+	// createdSlots and rejectedSlots count the answers per simSlot since the start.
+	createdSlots, rejectedSlots []int
+	// procEnds is when each process's last instance finished; procSeconds counts each
+	// process's created tasks per second; procStates is each process's state of the queue at
+	// the end.
+	procEnds    []time.Duration
+	procSeconds [][]int
+	procStates  []QueueLimit
+}
+
+// simSlot is the resolution of a simulation's timeline.
+const simSlot = 50 * time.Millisecond
+
+// wallShare is the created rate as a share of the quota as the harness reads it: every task
+// over the whole run, the bucket's first fill and the last answer's round trip included.
+func (r simResult) wallShare(c simCase) float64 {
+	return float64(r.created) / r.elapsed.Seconds() / c.perSecond
+}
+
+// firstEnd is when the first process finished, as a share of the run: 1 when every process
+// finished at the end, as equal shares of the quota would have them.
+func (r simResult) firstEnd() float64 {
+	return slices.Min(r.procEnds).Seconds() / r.elapsed.Seconds()
+}
+
+// details prints the processes' states, ends and created tasks per second, and the timeline of
+// created and rejected answers per simSlot.
+func (r simResult) details() string {
+	var b strings.Builder
+	for p, st := range r.procStates {
+		fmt.Fprintf(&b, "process %d: ended %v rate %.1f/s decreases %d created per second %v\n", p, r.procEnds[p].Round(time.Millisecond), st.Rate, st.Decreases, r.procSeconds[p])
+	}
+	for i := range r.createdSlots {
+		fmt.Fprintf(&b, "%6.2fs created %4d rejected %4d\n", (time.Duration(i) * simSlot).Seconds(), r.createdSlots[i], r.rejectedSlots[i])
+	}
+	return b.String()
 }
 
 func (r simResult) rejectedPerTask() float64 { return float64(r.rejected) / float64(max(r.created, 1)) }
@@ -46,13 +84,31 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 		f := (&throttlingFake{perSecond: c.perSecond, burst: c.burst, latency: c.latency, slowRejection: true}).init()
 		var times []time.Duration
 		var tmu sync.Mutex
+		r.procEnds = make([]time.Duration, c.procs)
+		r.procSeconds = make([][]int, c.procs)
 		creator := CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 			task, err := f.CreateTask(ctx, req)
-			if err == nil {
-				tmu.Lock()
-				times = append(times, time.Since(start0))
-				tmu.Unlock()
+			at := time.Since(start0)
+			tmu.Lock()
+			defer tmu.Unlock()
+			slot := int(at / simSlot)
+			for len(r.createdSlots) <= slot {
+				r.createdSlots = append(r.createdSlots, 0)
+				r.rejectedSlots = append(r.rejectedSlots, 0)
 			}
+			if err != nil {
+				r.rejectedSlots[slot]++
+				return task, err
+			}
+			times = append(times, at)
+			r.createdSlots[slot]++
+			var p int // the task's URL ends in process-instance-number
+			_, _ = fmt.Sscanf(strings.TrimPrefix(req.GetTask().GetHttpRequest().GetUrl(), "https://example.test/"), "%d-", &p)
+			sec := int(at / time.Second)
+			for len(r.procSeconds[p]) <= sec {
+				r.procSeconds[p] = append(r.procSeconds[p], 0)
+			}
+			r.procSeconds[p][sec]++
 			return task, err
 		})
 		const bundle = 500
@@ -60,10 +116,17 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 		var wg sync.WaitGroup
 		start := start0
 		per := c.tasks / (c.procs * c.instances)
+		adaptives := make([]*Adaptive, c.procs)
 		for p := range c.procs {
 			a := NewAdaptive()
+			adaptives[p] = a
 			for i := range c.instances {
 				wg.Go(func() {
+					defer func() {
+						mu.Lock()
+						r.procEnds[p] = max(r.procEnds[p], time.Since(start0))
+						mu.Unlock()
+					}()
 					o := adaptiveOptions(a)
 					o.MaxInFlight = 1000
 					for b := 0; b < per; b += bundle {
@@ -85,6 +148,9 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 			}
 		}
 		wg.Wait()
+		for _, a := range adaptives {
+			r.procStates = append(r.procStates, a.Queue(testQueue))
+		}
 		r.elapsed = time.Since(start)
 		r.created, r.rejected, _ = f.counts(testQueue)
 		const window = 500 * time.Millisecond
@@ -124,6 +190,10 @@ const simMatrixEnv = "CLOUDTASKSIO_SIM_MATRIX"
 // simInstancesEnv sets the engines per process of TestSimulatedStartUpMatrix (default 4).
 const simInstancesEnv = "CLOUDTASKSIO_SIM_INSTANCES"
 
+// simOnlyEnv narrows TestSimulatedStartUpMatrix to the cases whose "tasks/latency ms/procs/burst"
+// contains it (2500/30/8/100, or /200/), and prints their details.
+const simOnlyEnv = "CLOUDTASKSIO_SIM_ONLY"
+
 // TestSimulatedStartUpMatrix prints rejected attempts per task, share of the quota and time to
 // 90% of it for 2,500- and 20,000-task jobs at 5, 30 and 200 ms, with 1 and 8 processes of 4
 // instances, under quotas of 1,000/s with buckets of 100 and 1,000 (docs/performance.md).
@@ -145,9 +215,16 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 				for _, procs := range []int{1, 8} {
 					for _, q := range [][2]float64{{1000, 100}, {1000, 1000}} {
 						c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: q[0], burst: q[1], latency: lat}
+						only := os.Getenv(simOnlyEnv)
+						if key := fmt.Sprintf("%d/%d/%d/%v", tasks, lat.Milliseconds(), procs, q[1]); only != "" && !strings.Contains(key, only) {
+							continue
+						}
 						r := simulate(t, c)
-						t.Logf("tasks=%5d lat=%3dms procs=%d quota=%4v/%4v: rejected/task=%.3f share=%5.1f%% held=%5.1f%% t90=%6.2fs failed=%d elapsed=%v",
-							tasks, lat.Milliseconds(), procs, q[0], q[1], r.rejectedPerTask(), 100*r.share(c), 100*r.held, r.t90.Seconds(), r.failed, r.elapsed.Round(time.Millisecond))
+						t.Logf("tasks=%5d lat=%3dms procs=%d quota=%4v/%4v: rejected/task=%.3f share=%5.1f%% (harness %5.1f%%) held=%5.1f%% t90=%6.2fs first-end=%3.0f%% failed=%d elapsed=%v",
+							tasks, lat.Milliseconds(), procs, q[0], q[1], r.rejectedPerTask(), 100*r.share(c), 100*r.wallShare(c), 100*r.held, r.t90.Seconds(), 100*r.firstEnd(), r.failed, r.elapsed.Round(time.Millisecond))
+						if only != "" {
+							t.Logf("details:\n%s", r.details())
+						}
 					}
 				}
 			}
