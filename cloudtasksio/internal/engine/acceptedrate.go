@@ -58,6 +58,13 @@ func (r *acceptedRate) add(at time.Time) {
 // noise), and at most the history and the time since the first acceptance; 0 when nothing was
 // accepted.
 func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
+	return r.perSecondSince(at, rtt, time.Time{})
+}
+
+// perSecondSince is perSecond read over acceptances counted after the slot of since (zero:
+// any), and 0 when they are fewer than acceptedMinCount: what the queue accepted before since
+// (a bucket that was emptying) does not say what it accepts now.
+func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since time.Time) float64 {
 	if r.first.IsZero() {
 		return 0
 	}
@@ -67,6 +74,11 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 	span = min(span, limit)
 	k := int64((span + acceptedSlot - 1) / acceptedSlot)
 	maxK := int64((limit + acceptedSlot - 1) / acceptedSlot)
+	if !since.IsZero() {
+		// The slot of since counts acceptances before it too: start after it.
+		maxK = min(maxK, max(n-since.UnixNano()/int64(acceptedSlot), 1))
+		k = min(k, maxK)
+	}
 	count := 0
 	for i := n - k + 1; i <= n; i++ {
 		count += int(r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots])
@@ -74,6 +86,9 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 	for ; count < acceptedMinCount && k < maxK; k++ {
 		i := n - k
 		count += int(r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots])
+	}
+	if !since.IsZero() && count < acceptedMinCount {
+		return 0
 	}
 	// The current slot is partly over: measure from the start of the oldest
 	// slot counted to now.

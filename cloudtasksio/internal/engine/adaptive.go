@@ -15,28 +15,31 @@ import (
 // goes through two phases:
 //
 //   - Slow start. A queue no create has been rejected for starts with
-//     initialLimit creates in flight, not with the cap: a worker process that
+//     initialLimit create in flight, not with the cap: a worker process that
 //     starts, or a pipeline that starts many processes at once, does not send a
-//     whole cap's worth into a quota it knows nothing about; at a round trip
-//     long enough that initialLimit is a slow rate, at initialRate times the
-//     round trip once the first answer tells it. Every create that succeeds
+//     whole cap's worth into a quota it knows nothing about. On top of the
+//     limit slow start grows, it lets initialRate creates a second through:
+//     initialRate times the round trip in flight once an answer tells the
+//     round trip, and before that initialRate times the time the first create
+//     has waited (the round trip is at least that long), so a long round trip
+//     does not start at one create per round trip. Every create that succeeds
 //     while the limit was at least half used raises the limit by
-//     slowStartGrowth (one), so the limit doubles every round trip while
-//     creates succeed, to the cap (the largest MaxInFlight of the engines using
-//     the queue), where it stops spreading creates over the round trip but
-//     keeps bounding what all the engines of the process have in flight
-//     together, growing on while that is used: sixty-four DoFn instances of a
-//     cap of 1,000 each would otherwise have 64,000 creates in flight when the
-//     first rejection of a deep bucket comes back. Below a round trip of
+//     slowStartGrowth (one), and the creates of a round trip go out at 1 +
+//     slowStartGrowth times the limit's rate, so the limit doubles every round
+//     trip while creates succeed, to the cap (the largest MaxInFlight of the
+//     engines using the queue), where it stops spreading creates over the round
+//     trip but keeps bounding what all the engines of the process have in
+//     flight together, growing on while that is used: sixty-four DoFn instances
+//     of a cap of 1,000 each would otherwise have 64,000 creates in flight when
+//     the first rejection of a deep bucket comes back. Below a round trip of
 //     slowStartRound each success adds only its share of rtt/slowStartRound, so
 //     the limit doubles about once per slowStartRound of time however short the
 //     round trip: a quota's bucket hides the quota until it is empty, and at 5
 //     ms a bucket of a tenth of a second lasts twenty round trips, in which
 //     doubling every round trip would reach many times the quota before the
 //     first rejection came back. A pipeline that is never throttled reaches the
-//     cap within about log2(cap/initialLimit) round trips (or slowStartRounds)
-//     of its first create to the queue and keeps it for the life of the
-//     process.
+//     cap within about log2(cap) round trips (or slowStartRounds) of its first
+//     create to the queue and keeps it for the life of the process.
 //   - Paced. The first RESOURCE_EXHAUSTED answer ends slow start for good: a
 //     quota is a rate, so from then on the process starts the queue's creates
 //     at a rate, spaced evenly, instead of bounding how many are in flight (at
@@ -47,18 +50,28 @@ import (
 //     RESOURCE_EXHAUSTED answer to a create started after the last decrease
 //     lowers it, at most once per round trip however many creates of that round
 //     are rejected, to the smaller of decreaseFactor times itself and setPoint
-//     times the rate the queue accepted over the last two round trips (read
-//     over at least acceptedMinCount acceptances, so a process with a small
-//     share is not steered by two or three): after a burst, or when other
-//     processes take most of the quota, the rate falls to what the queue takes
-//     from this process in one or two round trips instead of ten percent per
-//     round trip. While creates succeed and the rate is what holds them back,
-//     it grows by growthPerSecond of itself (plus growthFloor) per second, and
-//     that growth doubles with every growthDoubling without a decrease, up to
+//     times the rate the queue accepted over the last two round trips since
+//     the first rejection (read over at least acceptedMinCount acceptances, so
+//     a process with a small share is not steered by two or three; before the
+//     first rejection the queue's bucket was emptying, and what it accepted
+//     then says nothing of the quota): after a burst, or when other processes
+//     take most of the quota, the rate falls to what the queue takes from this
+//     process in one or two round trips instead of ten percent per round trip.
+//     While creates succeed and the rate is what holds them back, it grows by
+//     growthPerSecond of the rate the first rejection set (plus growthFloor)
+//     per second: by the same creates per second for every process that
+//     started with the same share, whatever its rate is now, so that a process
+//     left behind by its decreases gains on the others instead of keeping a
+//     smaller share for good (growing by a share of its own rate, it would
+//     finish its work last while the others' share stood unused). That growth
+//     doubles with every growthDoubling without a decrease, up to
 //     2^growthDoublings times and to at most maxGrowthPerRound per round trip:
-//     just after a decrease the rate probes gently, near the quota it found; a
-//     process left alone with a quota its peers stopped using (they finished,
-//     or scaled down) grows into it within seconds instead of a minute.
+//     just after a decrease the rate probes gently, near the quota it found.
+//     After growthDoublings*growthDoubling without a decrease the rate grows by
+//     a share of itself, if that is more: a process left alone with a quota
+//     its peers stopped using (they finished, or scaled down) grows into it
+//     within seconds instead of a minute, and the decrease that ends such a
+//     spell sets the rate growth is a share of anew.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -67,63 +80,6 @@ import (
 // worker process, so every engine, bundle and DoFn instance of the process
 // that writes to a queue shares that queue's limit and rate: they act as one
 // client of the quota, whatever their number.
-
-const (
-	// initialLimit is the concurrency limit a queue starts with in slow start.
-	initialLimit = 4
-	// initialRate is where slow start begins at a long round trip: once an
-	// answer tells the round trip, the limit is at least initialRate times it
-	// (20 in flight at 200 ms; below 40 ms initialLimit is more). At 200 ms,
-	// 4 in flight are 20 creates per second, which take two seconds of
-	// doubling to reach a quota of 1,000/s; from 20 they take 1.3 s, and eight
-	// processes that start at once send 800/s, not a cap's worth each.
-	initialRate = 100.0
-	// decreaseFactor bounds each decrease of the rate from above.
-	decreaseFactor = 0.9
-	// setPoint is the share of the measured accepted rate the rate is set to
-	// at a decrease: a little below it, so the queue's bucket refills.
-	setPoint = 0.97
-	// growthPerSecond and growthFloor are how fast the rate grows while it is
-	// what holds creates back and they succeed, just after a decrease:
-	// rate*growthPerSecond + growthFloor creates per second, per second. The
-	// share growthPerSecond doubles every growthDoubling without a decrease,
-	// growthDoublings times at most (to 160% of the rate per second). Measured
-	// with a doubling every second (adaptive_sim_test.go): eight processes of
-	// a 20,000-task job held 88 to 92% of the quota instead of 94 to 97%.
-	growthPerSecond = 0.05
-	growthFloor     = 1.0
-	growthDoubling  = 500 * time.Millisecond
-	growthDoublings = 5
-	// maxGrowthPerRound bounds that growth per round trip (to 15% per second
-	// at 200 ms): a rejection comes back a round trip after the rate passed
-	// the quota, so at long round trips a fast growth runs far past it.
-	// Measured with 0.1 (adaptive_sim_test.go): one process at 200 ms made
-	// 0.044-0.058 rejected attempts per task over 20,000 tasks; with 0.03,
-	// 0.035.
-	maxGrowthPerRound = 0.03
-	// slowStartGrowth is what each success adds to slow start's limit (the
-	// limit grows by this share of itself per round trip): the creates of
-	// the round trip in which the first rejections come back are sent at up
-	// to 1+slowStartGrowth times the rate that was accepted. Measured with
-	// 0.5 and 1.5 too (adaptive_sim_test.go): 0.5 rejects a little less and
-	// starts half again as slowly; 1.5 starts 15% faster at 200 ms and
-	// rejects up to a third more.
-	slowStartGrowth = 1.0
-	// slowStartRound is the shortest time in which slow start's limit may
-	// double: below it a success adds rtt/slowStartRound of slowStartGrowth.
-	slowStartRound = 25 * time.Millisecond
-	// minHorizon is the shortest time ahead for which a paced queue books
-	// slots (queueLimit.horizon).
-	minHorizon = 20 * time.Millisecond
-	// minRate is the lowest rate, in creates per second.
-	minRate = 0.5
-	// maxGrowthStep bounds the time one success may credit to growth, so a
-	// pause in the traffic does not turn into a jump of the rate.
-	maxGrowthStep = 100 * time.Millisecond
-	// pacerSlack is how far behind now the next paced start may lie: after a
-	// quiet spell, at most this much of the rate starts at once.
-	pacerSlack = 10 * time.Millisecond
-)
 
 // maxRetryDelay bounds a RetryInfo delay the engine honours, so a malformed
 // answer cannot stop a queue's creates for longer than this.
@@ -189,7 +145,7 @@ func (a *Adaptive) Queue(path string) QueueLimit {
 	if q == nil {
 		return QueueLimit{}
 	}
-	limit := min(q.slowStartLimit(), float64(q.cap))
+	limit := min(q.slowStartLimit(time.Now()), float64(q.cap))
 	if q.rate > 0 {
 		limit = min(float64(q.cap), max(1, q.rate*q.rtt.Seconds()))
 	}
@@ -214,6 +170,10 @@ type queueLimit struct {
 	next, grown time.Time
 	decreasedAt time.Time
 	rtt         time.Duration // smoothed round trip
+	unit        float64
+	pacedAt     time.Time // when the first rejection ended slow start
+	// started is when the queue's first create went, in slow start.
+	started time.Time
 	// boundAt is when the rate last held a create back (a binding paced
 	// permit): only then does the accepted rate tell what the quota lets
 	// through rather than what the process had to send.
@@ -286,15 +246,23 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 			q.boundAt = now
 		}
 	default:
-		limit := q.slowStartLimit()
+		if q.started.IsZero() {
+			q.started = now
+		}
+		limit := q.slowStartLimit(now)
 		if float64(q.inFlight+1) > limit {
-			return permit{}, false, time.Time{}
+			return permit{}, false, q.unansweredGrowth()
 		}
 		p.binding = float64(q.inFlight+1) >= limit/2
 		if q.rtt > 0 && limit < float64(q.cap) {
 			// Spread the window over a round trip: a quota's bucket takes
-			// an even rate that it would refuse in one burst.
-			p.start, _ = q.slot(now, limit/q.rtt.Seconds())
+			// an even rate that it would refuse in one burst. The window
+			// goes out as much faster than its rate as a round trip's
+			// successes grow it, so that the limit can double every round
+			// trip: at its rate, the creates of one round trip would wait
+			// for the successes of the one before, and it would grow only
+			// by about 1.6 a round trip.
+			p.start, _ = q.slot(now, (1+q.slowStartStep())*limit/q.rtt.Seconds())
 		}
 	}
 	q.inFlight++
@@ -307,8 +275,44 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 // initialRate times the round trip. The floor follows the smoothed round trip
 // and is never stored in the limit: a slow first answer (a cold connection, a
 // token fetch) raises it only while the round trip it measured lasts.
-func (q *queueLimit) slowStartLimit() float64 {
-	return max(q.limit, initialRate*q.rtt.Seconds())
+func (q *queueLimit) slowStartLimit(now time.Time) float64 {
+	return q.limit + initialRate*q.roundTrip(now).Seconds()
+}
+
+// roundTrip is the smoothed round trip, or while no create to the queue has
+// been answered with one, how long the first has waited (at most
+// maxUnanswered): the round trip is at least that long. Slow start's floor
+// then lets initialRate creates a second go from the first.
+func (q *queueLimit) roundTrip(now time.Time) time.Duration {
+	if q.rtt > 0 || q.started.IsZero() {
+		return q.rtt
+	}
+	return min(max(now.Sub(q.started), 0), maxUnanswered)
+}
+
+// unansweredGrowth is when slow start's floor lets one more create go while
+// no answer has come back yet; zero once one has (a release then lets it).
+func (q *queueLimit) unansweredGrowth() time.Time {
+	if q.rtt > 0 || q.started.IsZero() {
+		return time.Time{}
+	}
+	need := (float64(q.inFlight+1) - q.limit) / initialRate // seconds
+	if need > maxUnanswered.Seconds() {
+		return time.Time{}
+	}
+	// A microsecond late, so that the floor, a float, has surely grown enough
+	// by then.
+	return q.started.Add(time.Duration(need*float64(time.Second)) + time.Microsecond)
+}
+
+// slowStartStep is what a success adds to slow start's limit:
+// slowStartGrowth, or below a round trip of slowStartRound its share
+// rtt/slowStartRound of it.
+func (q *queueLimit) slowStartStep() float64 {
+	if q.rtt > 0 && q.rtt < slowStartRound {
+		return slowStartGrowth * q.rtt.Seconds() / slowStartRound.Seconds()
+	}
+	return slowStartGrowth
 }
 
 // horizon is how far ahead of now a paced queue books slots: a round trip,
@@ -365,21 +369,22 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		case q.rate > 0 && p.binding:
 			step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 			quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
+
 			g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
 			if q.rtt > 0 {
 				g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
 			}
-			q.rate += (q.rate*g + growthFloor) * step.Seconds()
+			base := q.unit
+			if quiet >= growthDoublings*growthDoubling {
+				base = max(base, q.rate)
+			}
+			q.rate += (base*g + growthFloor) * step.Seconds()
 			q.grown = at
 		case q.rate > 0:
 			q.grown = at
 		default:
 			if p.binding {
-				grow := slowStartGrowth
-				if q.rtt > 0 && q.rtt < slowStartRound {
-					grow *= q.rtt.Seconds() / slowStartRound.Seconds()
-				}
-				q.limit += grow
+				q.limit += q.slowStartStep()
 			}
 		}
 	case outcomeThrottled:
@@ -410,23 +415,28 @@ func (q *queueLimit) decrease(at time.Time) {
 		// half of what was in flight over a round trip.
 		rate := accepted
 		if rate == 0 {
-			rate = float64(q.inFlight+1) / 2 / max(q.rtt, time.Millisecond).Seconds()
+			rate = float64(q.inFlight+1) / 2 / max(q.roundTrip(at), time.Millisecond).Seconds()
 		}
 		q.rate = rate * setPoint
-		q.next = at
+		q.unit = q.rate
+		q.next, q.pacedAt = at, at
 	} else {
 		q.rate *= decreaseFactor
 		// The accepted rate says what the quota lets through only if the rate
 		// held creates back lately; otherwise it is what the process had to
 		// send, and a quiet process must not fall to it.
 		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
+
 		if !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
-			if accepted := q.accepted.perSecond(at, q.rtt); accepted > 0 {
+			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
 	}
 	q.rate = max(q.rate, minRate)
+	if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
+		q.unit = q.rate
+	}
 	q.grown, q.decreasedAt = at, at
 	q.roundStart = q.sent
 	q.decreases++

@@ -35,6 +35,24 @@ func take(t *testing.T, a *Adaptive, queue string, cap, n int) []permit {
 	return ps
 }
 
+// takeAsLetThrough acquires n permits for queue, waiting when acquire refuses until the time it
+// names, as an engine does: before the first answer slow start lets initialRate creates a
+// second through. It fails the test when a refusal names no time.
+func takeAsLetThrough(t *testing.T, a *Adaptive, queue string, cap, n int) []permit {
+	t.Helper()
+	ps := make([]permit, 0, n)
+	for len(ps) < n {
+		p, ok, until := a.acquire(queue, cap, time.Now())
+		if !ok {
+			require.False(t, until.IsZero(), "permit %d of %d refused until a release; state %+v", len(ps)+1, n, a.Queue(queue))
+			time.Sleep(time.Until(until))
+			continue
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
 // refused reports whether acquire refuses a create to queue now, giving back the permit when
 // it does not.
 func refused(a *Adaptive, queue string, cap int) bool {
@@ -73,7 +91,13 @@ func acquireWhenAllowed(t *testing.T, a *Adaptive) permit {
 func slowStartBound(a *Adaptive) float64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.queues[testQueue].limit
+	return a.queues[testQueue].slowStartLimit(time.Now())
+}
+
+// slowStartGrowthOf is what one success at round trip rtt adds to slow start's limit:
+// slowStartGrowth, scaled down below slowStartRound.
+func slowStartGrowthOf(rtt time.Duration) float64 {
+	return slowStartGrowth * min(rtt.Seconds()/slowStartRound.Seconds(), 1)
 }
 
 // succeedAll answers every permit with success at now.
@@ -94,13 +118,14 @@ func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 		assert.Equal(t, float64(initialLimit), a.Queue(testQueue).Limit)
 
 		// Each success of a create sent while at least half of the limit was in use adds
-		// slowStartGrowth: the limit doubles every round trip. Here the first create went
-		// out alone, the other three did not.
-		time.Sleep(30 * time.Millisecond)
+		// slowStartGrowth (scaled by the round trip below slowStartRound), and the limit has
+		// a floor of initialRate over the round trip on top.
+		const rtt = 30 * time.Millisecond
+		time.Sleep(rtt)
 		succeedAll(a, first)
 		got := a.Queue(testQueue)
-		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, got.Limit)
-		assert.Equal(t, 30*time.Millisecond, got.RTT, "the round trip is measured")
+		assert.InDelta(t, float64(initialLimit)*(1+slowStartGrowthOf(rtt))+initialRate*rtt.Seconds(), got.Limit, 1e-9)
+		assert.Equal(t, rtt, got.RTT, "the round trip is measured")
 		assert.Zero(t, got.Rate, "no rejection yet: not paced")
 
 		// Failures that say nothing about the quota neither grow nor shrink it.
@@ -124,10 +149,10 @@ func TestSlowStartPacesUpToTheCapAndBoundsTheProcessBeyondIt(t *testing.T) {
 			succeedAll(a, ps)
 			rounds++
 		}
-		// From 4 to 50, doubling every round trip (a little less: the first creates of a round
-		// go out before half of the limit is in use).
-		assert.GreaterOrEqual(t, rounds, 4)
-		assert.LessOrEqual(t, rounds, 6)
+		// From initialLimit plus the floor of initialRate over the round trip (1 + 24) to 50
+		// in one or two round trips: the limit doubles every round trip.
+		assert.GreaterOrEqual(t, rounds, 1)
+		assert.LessOrEqual(t, rounds, 3)
 		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit, "an engine sees at most its cap")
 		limit := slowStartBound(a)
 		assert.GreaterOrEqual(t, limit, float64(cap))
@@ -152,14 +177,16 @@ func TestSlowStartPacesUpToTheCapAndBoundsTheProcessBeyondIt(t *testing.T) {
 func TestALimitThatIsNotUsedDoesNotGrow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		// A trickle of one create at a time: it never uses half of the limit of 4 beyond the
-		// first, so a later flood still starts from a small limit.
+		// A trickle of one create at a time grows the limit only while one is at least half
+		// of it, so a later flood still starts from a small limit: at most twice what the
+		// trickle used, plus the floor of initialRate over the round trip.
+		const rtt = 10 * time.Millisecond
 		for range 50 {
 			p := take(t, a, testQueue, 1000, 1)[0]
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(rtt)
 			a.release(p, outcomeSucceeded, 0, time.Now())
 		}
-		assert.Equal(t, float64(initialLimit), a.Queue(testQueue).Limit)
+		assert.LessOrEqual(t, a.Queue(testQueue).Limit, 2+slowStartGrowthOf(rtt)+initialRate*rtt.Seconds())
 	})
 }
 
@@ -332,34 +359,36 @@ func TestAtShortRoundTripsSlowStartDoublesAtMostOncePerSlowStartRound(t *testing
 
 func TestAtLongRoundTripsSlowStartBeginsAtInitialRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// At 200 ms, 4 creates in flight are 20 creates per second, and doubling from there to
-		// a quota of 1,000/s takes two seconds. Once the first answer tells the round trip,
-		// the limit starts from initialRate over it instead.
+		// At 200 ms, one create in flight is 5 creates per second, and doubling from there to
+		// a quota of 1,000/s takes eight round trips. Once the first answer tells the round
+		// trip, the limit has a floor of initialRate over it on top of what slow start grew.
 		a := NewAdaptive()
 		first := take(t, a, testQueue, 1000, initialLimit)
 		time.Sleep(200 * time.Millisecond)
 		succeedAll(a, first)
-		assert.Equal(t, initialRate*0.2, a.Queue(testQueue).Limit)
+		grown := float64(initialLimit) * (1 + slowStartGrowth)
+		assert.Equal(t, grown+initialRate*0.2, a.Queue(testQueue).Limit)
 
 		// The floor follows the smoothed round trip and is never stored: when a slow first
 		// answer (a cold connection) is followed by fast ones, it fades, and what is left is
-		// the limit slow start grew on its own (4, plus 3 for the creates sent with half of it
-		// in use), not 20 in flight at 20 ms, 1,000 creates per second.
+		// the limit slow start grew on its own plus initialRate over the round trip now, not
+		// 20 in flight at 20 ms, 1,000 creates per second.
 		for range 60 {
-			p := take(t, a, testQueue, 1000, 1)[0] // one at a time: not binding
+			p := take(t, a, testQueue, 1000, 1)[0] // one at a time, below half of the limit: not binding
 			time.Sleep(20 * time.Millisecond)
 			a.release(p, outcomeSucceeded, 0, time.Now())
 		}
 		got := a.Queue(testQueue)
 		assert.Less(t, got.RTT, 25*time.Millisecond)
-		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, got.Limit)
+		assert.InDelta(t, grown+initialRate*got.RTT.Seconds(), got.Limit, 1e-9)
+		assert.Less(t, got.Limit, 5.0)
 
-		// At 30 ms initialRate is 3 in flight: below initialLimit, so nothing changes there.
+		// At 30 ms the floor is 3 in flight.
 		b := NewAdaptive()
 		first = take(t, b, testQueue, 1000, initialLimit)
 		time.Sleep(30 * time.Millisecond)
 		succeedAll(b, first)
-		assert.Equal(t, float64(initialLimit)+3*slowStartGrowth, b.Queue(testQueue).Limit)
+		assert.InDelta(t, float64(initialLimit)*(1+slowStartGrowthOf(30*time.Millisecond))+initialRate*0.03, b.Queue(testQueue).Limit, 1e-9)
 	})
 }
 
@@ -506,8 +535,8 @@ func TestFailuresOtherThanResourceExhaustedLeaveTheLimit(t *testing.T) {
 func TestRetryInfoPausesTheQueueUntilItsDelayHasPassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
+		ps := takeAsLetThrough(t, a, testQueue, 10, 2)
 		start := time.Now()
-		ps := take(t, a, testQueue, 10, 2)
 		a.release(ps[0], outcomeThrottled, 3*time.Second, time.Now())
 		a.release(ps[1], outcomeThrottled, time.Second, time.Now()) // a shorter one does not shorten it
 		_, ok, until := a.acquire(testQueue, 10, time.Now())
@@ -534,8 +563,8 @@ func TestTheLimitIsSharedWithinAnAdaptiveAndIndependentAcrossQueues(t *testing.T
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
 		// Two users of the same Adaptive and queue, say two DoFn instances, share one limit.
-		first := take(t, a, testQueue, 8, 2)
-		second := take(t, a, testQueue, 8, 2)
+		first := takeAsLetThrough(t, a, testQueue, 8, 2)
+		second := takeAsLetThrough(t, a, testQueue, 8, 2)
 		assert.True(t, refused(a, testQueue, 8), "4 in flight: the shared limit")
 		succeedAll(a, append(first, second...))
 
@@ -552,8 +581,8 @@ func TestTheLimitIsSharedWithinAnAdaptiveAndIndependentAcrossQueues(t *testing.T
 func TestTheCapIsTheLargestMaxInFlightOfItsUsers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		take(t, a, testQueue, 2, 1)
-		assert.Equal(t, QueueLimit{Limit: 2, Cap: 2, InFlight: 1}, a.Queue(testQueue), "a cap below the initial limit is the limit")
+		take(t, a, testQueue, 1, 1)
+		assert.Equal(t, QueueLimit{Limit: 1, Cap: 1, InFlight: 1}, a.Queue(testQueue), "a cap of the initial limit is the limit")
 		take(t, a, testQueue, 10, 1)
 		assert.Equal(t, QueueLimit{Limit: 10, Cap: 10, InFlight: 2}, a.Queue(testQueue), "a limit at its cap follows the cap up")
 		take(t, a, testQueue, 4, 1)
@@ -567,7 +596,7 @@ func TestReleaseWakesTheWatchersOfItsQueue(t *testing.T) {
 		mine, others := make(chan struct{}, 1), make(chan struct{}, 1)
 		a.watch(testQueue, 4, mine)
 		a.watch(otherQueue, 4, others)
-		ps := take(t, a, testQueue, 4, 2)
+		ps := takeAsLetThrough(t, a, testQueue, 4, 2)
 		a.release(ps[0], outcomeSucceeded, 0, time.Now())
 		a.release(ps[1], outcomeSucceeded, 0, time.Now()) // the signal does not block when one is pending
 		assert.Len(t, mine, 1)

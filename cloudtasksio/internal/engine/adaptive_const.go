@@ -1,0 +1,86 @@
+package engine
+
+import "time"
+
+// The adaptive controller's constants (adaptive.go), with what each was
+// measured against. The measurements are the start-up simulation's
+// (adaptive_sim_test.go, TestSimulatedStartUpMatrix: a quota of 1,000/s with a
+// bucket of 100, sixteen engines per process, medians or means of several
+// runs); docs/performance.md has the harness's figures.
+
+const (
+	// initialLimit is the concurrency limit a queue starts with in slow start,
+	// under the floor of initialRate. Measured with 4 (adaptive_sim_test.go):
+	// at 5 ms, 4 in flight are 800 creates/s, and eight processes that started
+	// at once made 0.056 rejected attempts per task over 20,000 tasks instead
+	// of 0.024.
+	initialLimit = 1
+	// initialRate is the floor slow start adds to its limit: initialRate times
+	// the round trip in flight (20 at 200 ms, 0.5 at 5 ms). At 200 ms, one
+	// create in flight is 5 creates per second, which take eight round trips
+	// of doubling to reach a quota of 1,000/s; from 21 they take under four,
+	// and eight processes that start at once send 800/s, not a cap's worth
+	// each.
+	initialRate = 100.0
+	// decreaseFactor bounds each decrease of the rate from above.
+	decreaseFactor = 0.9
+	// setPoint is the share of the measured accepted rate the rate is set to
+	// at a decrease: a little below it, so the queue's bucket refills.
+	setPoint = 0.97
+	// growthPerSecond and growthFloor are how fast the rate grows while it is
+	// what holds creates back and they succeed, just after a decrease:
+	// unit*growthPerSecond + growthFloor creates per second, per second, where
+	// unit is the rate the first rejection set. The share growthPerSecond
+	// doubles every growthDoubling without a decrease, growthDoublings times
+	// at most (to 160% of the unit per second). Measured with a doubling every
+	// second (adaptive_sim_test.go): eight processes of a 20,000-task job held
+	// 88 to 92% of the quota instead of 94 to 97%. Measured with growth a share
+	// of the rate itself: eight processes of a 20,000-task job at 5 ms held
+	// 94.7% of the quota (mean of six runs; 98.0% with the unit), and the
+	// first of them finished its equal share of the work at 71% of the run
+	// (89% with the unit).
+	growthPerSecond = 0.05
+	growthFloor     = 1.0
+	growthDoubling  = 500 * time.Millisecond
+	growthDoublings = 5
+	// maxGrowthPerRound bounds that growth per round trip (to 15% per second
+	// at 200 ms): a rejection comes back a round trip after the rate passed
+	// the quota, so at long round trips a fast growth runs far past it.
+	// Measured with 0.1 (adaptive_sim_test.go): one process at 200 ms made
+	// 0.044-0.058 rejected attempts per task over 20,000 tasks; with 0.03,
+	// 0.035.
+	maxGrowthPerRound = 0.03
+	// slowStartGrowth is what each success adds to slow start's limit (the
+	// limit grows by this share of itself per round trip): the creates of
+	// the round trip in which the first rejections come back are sent at up
+	// to 1+slowStartGrowth times the rate that was accepted. Measured with
+	// 0.5 and 1.5 too (adaptive_sim_test.go): 0.5 rejects a little less and
+	// starts half again as slowly; 1.5 starts 15% faster at 200 ms and
+	// rejects up to a third more.
+	slowStartGrowth = 1.0
+	// maxUnanswered bounds the round trip slow start's floor assumes while
+	// no create to the queue has been answered (slowStartLimit).
+	maxUnanswered = time.Second
+	// slowStartRound is the shortest time in which slow start's limit may
+	// double: below it a success adds rtt/slowStartRound of slowStartGrowth.
+	// Measured with 25, 40, 60, 80 and 100 ms (adaptive_sim_test.go): one
+	// process of a 2,500-task job at 30 ms made 0.075, 0.053, 0.050, 0.039 and
+	// 0.046 rejected attempts per task and held 95, 96, 97, 96 and 93% of the
+	// quota.
+	slowStartRound = 60 * time.Millisecond
+	// minHorizon is the shortest time ahead for which a paced queue books
+	// slots (queueLimit.horizon). Measured with 20 ms (adaptive_sim_test.go):
+	// at 5 ms, a create booked before a decrease is sent after it, its
+	// rejection does not count, and the rate came down at most once per 25 ms:
+	// eight processes of a 2,500-task job made 0.10 rejected attempts per task
+	// instead of 0.07.
+	minHorizon = 5 * time.Millisecond
+	// minRate is the lowest rate, in creates per second.
+	minRate = 0.5
+	// maxGrowthStep bounds the time one success may credit to growth, so a
+	// pause in the traffic does not turn into a jump of the rate.
+	maxGrowthStep = 100 * time.Millisecond
+	// pacerSlack is how far behind now the next paced start may lie: after a
+	// quiet spell, at most this much of the rate starts at once.
+	pacerSlack = 10 * time.Millisecond
+)

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Tests of how the adaptive controller starts and shares a quota: the first round trip before
+// any answer, doubling at long round trips, the rate after the first rejection, and growth that
+// brings processes that started together to equal shares.
+
+func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// No answer comes back (a slow first create: a cold connection, a token fetch). The
+		// round trip is at least as long as the first create has waited, so slow start lets
+		// initialRate creates a second through from the first, not initialLimit in all: at 200
+		// ms, one create in the first round trip would cost a fifth of a second of a quota of
+		// 1,000/s.
+		a := NewAdaptive()
+		start := time.Now()
+		var sent []time.Duration
+		for {
+			_, ok, until := a.acquire(testQueue, 1000, time.Now())
+			if ok {
+				sent = append(sent, time.Since(start))
+				continue
+			}
+			if until.IsZero() {
+				break
+			}
+			time.Sleep(time.Until(until))
+		}
+		// A second's worth (maxUnanswered), then it waits for an answer.
+		require.Len(t, sent, initialLimit+100)
+		for i, at := range sent {
+			want := time.Duration(float64(max(i+1-initialLimit, 0))/initialRate*float64(time.Second)) + min(time.Duration(max(i+1-initialLimit, 0)), 1)*time.Microsecond
+			require.Equal(t, want, at, "create %d", i)
+		}
+	})
+}
+
+func TestARejectionBeforeAnyAnswerPacesAtHalfOfWhatWasSentOverTheWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A queue that rejects at once while the first creates are still in flight gives no
+		// round trip and no accepted rate. The rate starts at half of what is in flight over
+		// the time the first create has waited, not over a millisecond: 62.5/s here, not
+		// 2,500/s, which a service that admits two creates at a time would reject for many
+		// round trips.
+		a := NewAdaptive()
+		ps := takeAsLetThrough(t, a, testQueue, 1000, 5)
+		waited := ps[4].start.Sub(ps[0].start)
+		require.InDelta(t, 40*time.Millisecond, waited, float64(time.Millisecond))
+		a.release(ps[4], outcomeThrottled, 0, time.Now())
+		got := a.Queue(testQueue)
+		assert.Zero(t, got.RTT, "an answer at once is no round trip")
+		assert.InDelta(t, 5.0/2/waited.Seconds()*setPoint, got.Rate, 1e-9)
+	})
+}
+
+func TestAtLongRoundTripsSlowStartDoublesEveryRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Slow start spreads its limit over the round trip at 1+slowStartGrowth times the
+		// limit's rate: at the limit's rate, the creates of one round trip would wait for the
+		// successes of the one before and the limit would grow by about 1.6 a round trip, not
+		// 2, taking a third longer to reach a quota.
+		const rtt = 200 * time.Millisecond
+		f := (&throttlingFake{latency: rtt}).init()
+		start := time.Now()
+		var mu sync.Mutex
+		perRound := make([]int, 6)
+		creator := CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+			mu.Lock()
+			if round := int(time.Since(start) / rtt); round < len(perRound) {
+				perRound[round]++
+			}
+			mu.Unlock()
+			return f.CreateTask(ctx, req)
+		})
+		o := adaptiveOptions(NewAdaptive())
+		o.MaxInFlight = 1000
+		require.NoError(t, run(context.Background(), creator, o, testQueue, 3000))
+		t.Logf("creates sent per round trip: %v", perRound)
+		// The first round trip goes at initialRate; from the second on, each doubles the one
+		// before (a little less: a create sent with less than half of the limit in use does
+		// not grow it).
+		assert.Equal(t, initialLimit+int(initialRate*rtt.Seconds())-1, perRound[0])
+		for r := 2; r < 5; r++ {
+			assert.GreaterOrEqual(t, float64(perRound[r]), 1.85*float64(perRound[r-1]), "round trip %d: %v", r, perRound)
+		}
+	})
+}
+
+// pacedAlike makes testQueue of each Adaptive paced alike, as processes that started together
+// are when their first rejection comes back, and returns the rate.
+func pacedAlike(t *testing.T, rtt time.Duration, as ...*Adaptive) float64 {
+	t.Helper()
+	for _, a := range as {
+		throttleAfter(t, a, 30, rtt)
+	}
+	rate := as[0].Queue(testQueue).Rate
+	for _, a := range as[1:] {
+		require.Equal(t, rate, a.Queue(testQueue).Rate)
+	}
+	return rate
+}
+
+// growFor offers creates to testQueue of a faster than its rate for d, each succeeding a round
+// trip after its start, and returns by how much the rate grew.
+func growFor(t *testing.T, a *Adaptive, rtt, d time.Duration) float64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	before := a.Queue(testQueue).Rate
+	start := time.Now()
+	for time.Since(start) < d {
+		p := acquireWhenAllowed(t, a)
+		time.Sleep(time.Until(p.start))
+		wg.Go(func() {
+			time.Sleep(rtt)
+			a.release(p, outcomeSucceeded, 0, time.Now())
+		})
+	}
+	return a.Queue(testQueue).Rate - before
+}
+
+func TestProcessesThatStartedTogetherGrowTowardsEqualRates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Two processes paced alike after their first rejection; one then meets four more
+		// rounds of rejections, the other only the last of them. Growing by a share of its
+		// own rate, the lower one would keep its lower share for good, and with equal work
+		// per process it would finish last while the quota the others left stood unused.
+		// Both grow by the same creates per second instead, so the lower one gains on the
+		// higher.
+		const rtt = 50 * time.Millisecond
+		high, low := NewAdaptive(), NewAdaptive()
+		pacedAlike(t, rtt, high, low)
+		for round := range 4 {
+			lows := acquireWhenAllowed(t, low)
+			var highs permit
+			if round == 3 {
+				highs = acquireWhenAllowed(t, high)
+			}
+			time.Sleep(rtt)
+			low.release(lows, outcomeThrottled, 0, time.Now())
+			if round == 3 {
+				high.release(highs, outcomeThrottled, 0, time.Now())
+			}
+		}
+		highRate, lowRate := high.Queue(testQueue).Rate, low.Queue(testQueue).Rate
+		require.Less(t, lowRate, 0.8*highRate)
+
+		var wg sync.WaitGroup
+		var highGrew, lowGrew float64
+		wg.Go(func() { highGrew = growFor(t, high, rtt, time.Second) })
+		wg.Go(func() { lowGrew = growFor(t, low, rtt, time.Second) })
+		wg.Wait()
+		t.Logf("rates %.1f and %.1f grew by %.1f and %.1f creates/s", highRate, lowRate, highGrew, lowGrew)
+		assert.InEpsilon(t, highGrew, lowGrew, 0.05, "the same creates per second")
+		assert.Greater(t, (lowRate+lowGrew)/(highRate+highGrew), lowRate/highRate, "the lower rate gained on the higher")
+	})
+}
+
+func TestLaterDecreasesReadTheAcceptedRateFromTheFirstRejectionOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Until the first rejection the queue's bucket was emptying: it accepted more than the
+		// quota. A decrease a round trip later that read the accepted rate over the last two
+		// round trips would count those acceptances and leave the rate far above the quota
+		// for more round trips; it counts only what the queue accepted since the first
+		// rejection.
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		for limitOf(a) < 200 {
+			ps := take(t, a, testQueue, 1000, limitOf(a))
+			time.Sleep(rtt)
+			succeedAll(a, ps)
+		}
+		// A last round of slow start: its first answer is a rejection, and over the next
+		// round trip one create in four of it is accepted.
+		last := take(t, a, testQueue, 1000, limitOf(a))
+		time.Sleep(rtt)
+		a.release(last[0], outcomeThrottled, 0, time.Now())
+		first := a.Queue(testQueue).Rate
+		require.Greater(t, first, 1000.0, "the rate of a bucket emptying")
+		// Two creates paced after it (the second held back by the rate); the second is
+		// rejected when the round trip is over.
+		paced := []permit{acquireWhenAllowed(t, a), acquireWhenAllowed(t, a)}
+		require.True(t, paced[1].binding)
+		accepted := 0
+		for i, p := range last[1:] {
+			time.Sleep(rtt / time.Duration(len(last)))
+			o := outcomeOther // neither accepted nor a rejection
+			if i%4 == 0 {
+				o = outcomeSucceeded
+				accepted++
+			}
+			a.release(p, o, 0, time.Now())
+		}
+		a.release(paced[0], outcomeSucceeded, 0, time.Now())
+		a.release(paced[1], outcomeThrottled, 0, time.Now())
+		got := a.Queue(testQueue)
+		require.Equal(t, 2, got.Decreases)
+		// The queue accepted about accepted creates (plus the one paced success) over the
+		// round trip since the first rejection: the rate is set a little below that.
+		since := float64(accepted+1) / rtt.Seconds()
+		t.Logf("first rate %.0f/s, accepted since %.0f/s, rate now %.0f/s", first, since, got.Rate)
+		assert.InEpsilon(t, since*setPoint, got.Rate, 0.05)
+	})
+}
+
+func TestADecreaseAfterALongQuietSpellGrowsFromTheRateItFound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A process whose peers stopped grew into the quota they left. Its next rejection
+		// finds the quota it has now: growth after it is a share of that rate, as after the
+		// first rejection, not of the much smaller rate it was paced at then.
+		const rtt = 20 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		unit := a.Queue(testQueue).Rate
+		firstSecond := growFor(t, a, rtt, time.Second) / unit
+		growFor(t, a, rtt, 4*time.Second)
+		require.Greater(t, a.Queue(testQueue).Rate, 3*unit, "grown into a free quota")
+
+		p := acquireWhenAllowed(t, a)
+		time.Sleep(rtt)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		found := a.Queue(testQueue).Rate
+		again := growFor(t, a, rtt, time.Second) / found
+		t.Logf("grew %.1f%% of %.0f/s in the first second after the first decrease, %.1f%% of %.0f/s after the later one", 100*firstSecond, unit, 100*again, found)
+		assert.InEpsilon(t, firstSecond, again, 0.25)
+	})
+}
