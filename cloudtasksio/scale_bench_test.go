@@ -11,7 +11,8 @@ package cloudtasksio
 // runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, queues, memory, all, or a comma
 // separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
 // CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s and rejected/s series of the cases as
-// perfchart CSV.
+// perfchart CSV; CLOUDTASKSIO_SCALE_ONLY=<text> runs only the cases whose name holds it
+// (goal/K=8/M=16/N=20000/Q=1/latency=200ms, or K=8/M=16/N=20000).
 // docs/performance.md ("Many processes under one quota") has the figures and says why this
 // stands for a Dataflow worker.
 //
@@ -67,6 +68,7 @@ const (
 	scaleSetEnv    = "CLOUDTASKSIO_SCALE"        // which cases BenchmarkScale runs
 	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"    // CSV file the results are appended to
 	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES" // perfchart CSV of the created/s series
+	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"   // runs only the cases whose name contains it
 
 	scaleProject  = "scale"
 	scaleLocation = "here"
@@ -402,6 +404,12 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, queues, memory or all, comma separated", scaleSetEnv, names, name)
 		}
 		cases = append(cases, set...)
+	}
+	if only := os.Getenv(scaleOnlyEnv); only != "" {
+		cases = slices.DeleteFunc(cases, func(c scaleCase) bool { return !strings.Contains(c.Name+"/"+c.String(), only) })
+		if len(cases) == 0 {
+			b.Fatalf("%s=%q: no case of %s=%q has it in its name", scaleOnlyEnv, only, scaleSetEnv, names)
+		}
 	}
 	emulator := buildScaleEmulator(b)
 	var created, rejected []perfchart.Series
