@@ -124,7 +124,7 @@ func TestTheAdaptiveOptionKey(t *testing.T) {
 }
 
 // TestTheAdaptiveLimitGaugeShowsTheThrottledQueue checks the adaptiveConcurrencyLimit gauge:
-// slow start's limit while nothing is throttled (from 4 toward the cap), low after
+// slow start's limit while nothing is throttled (from 1 toward the cap), low after
 // RESOURCE_EXHAUSTED answers, and not set with adaptive concurrency off.
 func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
 	exhausted := status.Error(codes.ResourceExhausted, "Quota exceeded")
@@ -136,7 +136,7 @@ func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
 	}{
 		{"not throttled", AdaptiveConcurrencyOn, nil, func(t *testing.T, v int64, set bool) {
 			assert.True(t, set)
-			assert.GreaterOrEqual(t, v, int64(4), "slow start begins at 4 creates in flight")
+			assert.GreaterOrEqual(t, v, int64(4), "slow start's limit grew from 1 while creates succeeded")
 			assert.LessOrEqual(t, v, int64(8), "and grows up to the cap, MaxInFlightTasks")
 		}},
 		{"throttled", AdaptiveConcurrencyOn, []error{exhausted, exhausted, exhausted}, func(t *testing.T, v int64, set bool) {
