@@ -62,8 +62,8 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 }
 
 // perSecondSince is perSecond read over acceptances counted after the slot of since (zero:
-// any), and 0 when they are fewer than acceptedMinCount: what the queue accepted before since
-// (a bucket that was emptying) does not say what it accepts now.
+// any), and 0 when since cut the span short of acceptedMinCount acceptances: what the queue
+// accepted before since (a bucket that was emptying) does not say what it accepts now.
 func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since time.Time) float64 {
 	if r.first.IsZero() {
 		return 0
@@ -74,9 +74,12 @@ func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since tim
 	span = min(span, limit)
 	k := int64((span + acceptedSlot - 1) / acceptedSlot)
 	maxK := int64((limit + acceptedSlot - 1) / acceptedSlot)
+	cut := false
 	if !since.IsZero() {
 		// The slot of since counts acceptances before it too: start after it.
-		maxK = min(maxK, max(n-since.UnixNano()/int64(acceptedSlot), 1))
+		if sinceK := max(n-since.UnixNano()/int64(acceptedSlot), 1); sinceK < maxK {
+			maxK, cut = sinceK, true
+		}
 		k = min(k, maxK)
 	}
 	count := 0
@@ -87,7 +90,7 @@ func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since tim
 		i := n - k
 		count += int(r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots])
 	}
-	if !since.IsZero() && count < acceptedMinCount {
+	if cut && count < acceptedMinCount {
 		return 0
 	}
 	// The current slot is partly over: measure from the start of the oldest

@@ -20,9 +20,10 @@ import (
 //     whole cap's worth into a quota it knows nothing about. On top of the
 //     limit slow start grows, it lets initialRate creates a second through:
 //     initialRate times the round trip in flight once an answer tells the
-//     round trip, and before that initialRate times the time the first create
-//     has waited (the round trip is at least that long), so a long round trip
-//     does not start at one create per round trip. Every create that succeeds
+//     round trip, and before that initialRate times the time the first
+//     unanswered create has waited, up to maxUnanswered (the round trip is at
+//     least that long), so a long round trip does not start at one create per
+//     round trip. Every create that succeeds
 //     while the limit was at least half used raises the limit by
 //     slowStartGrowth (one), and the creates of a round trip go out at 1 +
 //     slowStartGrowth times the limit's rate, so the limit doubles every round
@@ -58,12 +59,14 @@ import (
 //     take most of the quota, the rate falls to what the queue takes from this
 //     process in one or two round trips instead of ten percent per round trip.
 //     While creates succeed and the rate is what holds them back, it grows by
-//     growthPerSecond of the rate the first rejection set (plus growthFloor)
-//     per second: by the same creates per second for every process that
-//     started with the same share, whatever its rate is now, so that a process
-//     left behind by its decreases gains on the others instead of keeping a
-//     smaller share for good (growing by a share of its own rate, it would
-//     finish its work last while the others' share stood unused). That growth
+//     growthPerSecond of the rate the first rejection set, or of twice the
+//     rate if that is less (plus growthFloor), per second: by the same creates
+//     per second for every process that started with the same share, whatever
+//     its rate is now, so that a process left behind by its decreases gains on
+//     the others instead of keeping a smaller share for good (growing by a
+//     share of its own rate, it would finish its work last while the others'
+//     share stood unused), and by at most twice as much as its rate's share
+//     for a process that paced the queue alone before others joined. That growth
 //     doubles with every growthDoubling without a decrease, up to
 //     2^growthDoublings times and to at most maxGrowthPerRound per round trip:
 //     just after a decrease the rate probes gently, near the quota it found.
@@ -110,7 +113,8 @@ func NewAdaptive() *Adaptive { return &Adaptive{} }
 // QueueLimit is a snapshot of one queue's adaptive state.
 type QueueLimit struct {
 	// Limit is the current concurrency limit as one engine sees it, between 1
-	// and Cap: in slow start the limit itself, at most Cap; once paced the
+	// and Cap: in slow start the limit it grew plus its floor (initialRate
+	// times the round trip), at most Cap; once paced the
 	// creates the rate keeps in flight at the measured round trip (Rate times
 	// RTT, at least 1).
 	Limit float64
@@ -134,6 +138,9 @@ type QueueLimit struct {
 	// RTT is the smoothed round trip of the queue's creates; 0 before the
 	// first answer.
 	RTT time.Duration
+	// Unit is the rate, in creates per second, that the paced rate's growth
+	// after a decrease is a share of; 0 in slow start.
+	Unit float64
 }
 
 // Queue returns the state of the queue at path; the zero QueueLimit for a
@@ -150,7 +157,7 @@ func (a *Adaptive) Queue(path string) QueueLimit {
 		limit = min(float64(q.cap), max(1, q.rate*q.rtt.Seconds()))
 	}
 	return QueueLimit{Limit: limit, Cap: q.cap, InFlight: q.inFlight, PausedUntil: q.pausedUntil,
-		Decreases: q.decreases, Rate: q.rate, RTT: q.rtt}
+		Decreases: q.decreases, Rate: q.rate, RTT: q.rtt, Unit: q.unit}
 }
 
 // queueLimit is the adaptive state of one queue, guarded by Adaptive.mu.
@@ -170,9 +177,12 @@ type queueLimit struct {
 	next, grown time.Time
 	decreasedAt time.Time
 	rtt         time.Duration // smoothed round trip
-	unit        float64
-	pacedAt     time.Time // when the first rejection ended slow start
-	// started is when the queue's first create went, in slow start.
+	// unit is the rate paced growth is a share of (release); pacedAt is
+	// when the first rejection ended slow start.
+	unit    float64
+	pacedAt time.Time
+	// started is when slow start sent the first create that is still
+	// unanswered, or has gone unanswered since; zero when none is.
 	started time.Time
 	// boundAt is when the rate last held a create back (a binding paced
 	// permit): only then does the accepted rate tell what the quota lets
@@ -223,7 +233,9 @@ type permit struct {
 // acquire lets one create to queue go, or says why not. A granted permit's
 // start is when the create may start: now, or, once the queue is paced, a
 // later slot the caller holds the create for (the permit counts as in flight
-// from the grant). Refused, until is the end of a pause, or zero when the
+// from the grant). Refused, until is when to ask again: the end of a pause,
+// the time a paced slot comes within the horizon, or the time slow start's
+// floor lets one more create go while none has been answered; zero when the
 // create must wait for a release instead. cap is the caller's MaxInFlight.
 func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok bool, until time.Time) {
 	a.mu.Lock()
@@ -270,19 +282,20 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 	return p, true, time.Time{}
 }
 
-// slowStartLimit is what slow start lets the process have in flight: its
-// limit, or at a round trip long enough that the limit is a slow rate,
-// initialRate times the round trip. The floor follows the smoothed round trip
-// and is never stored in the limit: a slow first answer (a cold connection, a
-// token fetch) raises it only while the round trip it measured lasts.
+// slowStartLimit is what slow start lets the process have in flight: the
+// limit it grew, plus a floor of initialRate times the round trip (or the
+// time the first unanswered create has waited). The floor follows the
+// smoothed round trip and is not stored in the limit; a slow first answer (a
+// cold connection, a token fetch) raises it only while the round trip it
+// measured lasts, and at most by maxUnanswered's worth before any answer.
 func (q *queueLimit) slowStartLimit(now time.Time) float64 {
 	return q.limit + initialRate*q.roundTrip(now).Seconds()
 }
 
 // roundTrip is the smoothed round trip, or while no create to the queue has
-// been answered with one, how long the first has waited (at most
-// maxUnanswered): the round trip is at least that long. Slow start's floor
-// then lets initialRate creates a second go from the first.
+// been answered with one, how long the first unanswered create has waited (at
+// most maxUnanswered): the round trip is at least that long. Slow start's
+// floor then lets initialRate creates a second go from that one.
 func (q *queueLimit) roundTrip(now time.Time) time.Duration {
 	if q.rtt > 0 || q.started.IsZero() {
 		return q.rtt
@@ -362,6 +375,12 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 			q.rtt += (sample - q.rtt) / 8
 		}
 	}
+	if q.rtt == 0 && q.inFlight == 0 {
+		// Every create slow start sent went unanswered (cancelled, or
+		// failed for a reason that measures no round trip): the next one
+		// starts the wait afresh, not a wait that began long ago.
+		q.started = time.Time{}
+	}
 	switch o {
 	case outcomeSucceeded:
 		q.accepted.add(at)
@@ -369,7 +388,6 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		case q.rate > 0 && p.binding:
 			step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 			quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
-
 			g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
 			if q.rtt > 0 {
 				g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
@@ -415,9 +433,16 @@ func (q *queueLimit) decrease(at time.Time) {
 		// half of what was in flight over a round trip.
 		rate := accepted
 		if rate == 0 {
-			rate = float64(q.inFlight+1) / 2 / max(q.roundTrip(at), time.Millisecond).Seconds()
+			// Over the round trip, or the time since the first unanswered
+			// create if that is longer: a rejection that comes back at once
+			// measures a round trip of a millisecond.
+			over := q.rtt
+			if !q.started.IsZero() {
+				over = max(over, min(at.Sub(q.started), maxUnanswered))
+			}
+			rate = float64(q.inFlight+1) / 2 / max(over, time.Millisecond).Seconds()
 		}
-		q.rate = rate * setPoint
+		q.rate = max(rate*setPoint, minRate)
 		q.unit = q.rate
 		q.next, q.pacedAt = at, at
 	} else {
@@ -426,16 +451,23 @@ func (q *queueLimit) decrease(at time.Time) {
 		// held creates back lately; otherwise it is what the process had to
 		// send, and a quiet process must not fall to it.
 		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
-
 		if !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
 			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
-	}
-	q.rate = max(q.rate, minRate)
-	if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
-		q.unit = q.rate
+		q.rate = max(q.rate, minRate)
+		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
+			// The end of a long spell without a decrease: the rate grew
+			// into a quota others left, and this is what it found.
+			q.unit = q.rate
+		}
+		// At most twice the rate: a process that paced the queue alone
+		// before others joined it (its first rejection came while a bucket
+		// emptied, with the whole quota to itself) would otherwise grow by
+		// several times as much as they do and keep a larger share for good.
+		// Processes that started together keep units alike.
+		q.unit = min(q.unit, 2*q.rate)
 	}
 	q.grown, q.decreasedAt = at, at
 	q.roundStart = q.sent

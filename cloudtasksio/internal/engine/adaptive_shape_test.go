@@ -22,7 +22,8 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 		// round trip is at least as long as the first create has waited, so slow start lets
 		// initialRate creates a second through from the first, not initialLimit in all: at 200
 		// ms, one create in the first round trip would cost a fifth of a second of a quota of
-		// 1,000/s.
+		// 1,000/s. It stops at the floor of a 250 ms round trip, 25 more creates: those that a
+		// cold start holds all come back at once when it ends, and grow the limit.
 		a := NewAdaptive()
 		start := time.Now()
 		var sent []time.Duration
@@ -37,8 +38,8 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 			}
 			time.Sleep(time.Until(until))
 		}
-		// A second's worth (maxUnanswered), then it waits for an answer.
-		require.Len(t, sent, initialLimit+100)
+		// A quarter of a second's worth (maxUnanswered), then it waits for an answer.
+		require.Len(t, sent, initialLimit+25)
 		for i, at := range sent {
 			want := time.Duration(float64(max(i+1-initialLimit, 0))/initialRate*float64(time.Second)) + min(time.Duration(max(i+1-initialLimit, 0)), 1)*time.Microsecond
 			require.Equal(t, want, at, "create %d", i)
@@ -48,18 +49,19 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 
 func TestARejectionBeforeAnyAnswerPacesAtHalfOfWhatWasSentOverTheWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A queue that rejects at once while the first creates are still in flight gives no
-		// round trip and no accepted rate. The rate starts at half of what is in flight over
-		// the time the first create has waited, not over a millisecond: 62.5/s here, not
-		// 2,500/s, which a service that admits two creates at a time would reject for many
-		// round trips.
+		// A queue that rejects at once while the first creates are still in flight measures a
+		// round trip of a millisecond and no accepted rate. The rate starts at half of what is
+		// in flight over the time the first create has waited, not over that millisecond:
+		// about 60/s here, not 2,400/s, which a service that admits two creates at a time
+		// would reject for many round trips.
 		a := NewAdaptive()
 		ps := takeAsLetThrough(t, a, testQueue, 1000, 5)
-		waited := ps[4].start.Sub(ps[0].start)
-		require.InDelta(t, 40*time.Millisecond, waited, float64(time.Millisecond))
+		time.Sleep(time.Millisecond)
+		waited := time.Since(ps[0].start)
+		require.InDelta(t, 41*time.Millisecond, waited, float64(time.Millisecond))
 		a.release(ps[4], outcomeThrottled, 0, time.Now())
 		got := a.Queue(testQueue)
-		assert.Zero(t, got.RTT, "an answer at once is no round trip")
+		assert.Equal(t, time.Millisecond, got.RTT, "the rejection's own round trip")
 		assert.InDelta(t, 5.0/2/waited.Seconds()*setPoint, got.Rate, 1e-9)
 	})
 }
@@ -234,5 +236,120 @@ func TestADecreaseAfterALongQuietSpellGrowsFromTheRateItFound(t *testing.T) {
 		again := growFor(t, a, rtt, time.Second) / found
 		t.Logf("grew %.1f%% of %.0f/s in the first second after the first decrease, %.1f%% of %.0f/s after the later one", 100*firstSecond, unit, 100*again, found)
 		assert.InEpsilon(t, firstSecond, again, 0.25)
+	})
+}
+
+func TestAColdStartStoresAtMostAQuarterSecondsFloorInTheLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Every create waits a second before it reaches the queue (a cold connection, a token
+		// fetch), then all are answered at once. The creates slow start let through meanwhile
+		// succeed and grow the limit: at most maxUnanswered's worth of them, so that once the
+		// round trip is short again the limit is not a burst many times the quota.
+		a := NewAdaptive()
+		var cold []permit
+		for {
+			p, ok, until := a.acquire(testQueue, 1000, time.Now())
+			if ok {
+				cold = append(cold, p)
+				continue
+			}
+			if until.IsZero() {
+				break
+			}
+			time.Sleep(time.Until(until))
+		}
+		time.Sleep(time.Second)
+		succeedAll(a, cold)
+		for range 60 { // then one create at a time, answered in 30 ms
+			p := take(t, a, testQueue, 1000, 1)[0]
+			time.Sleep(30 * time.Millisecond)
+			a.release(p, outcomeSucceeded, 0, time.Now())
+		}
+		got := a.Queue(testQueue)
+		t.Logf("%d creates went before the first answer; limit now %.1f at %v", len(cold), got.Limit, got.RTT)
+		assert.LessOrEqual(t, got.Limit, float64(initialLimit)+2*initialRate*maxUnanswered.Seconds()+initialRate*got.RTT.Seconds())
+		assert.Less(t, got.Limit, 60.0, "not about a hundred in flight at 30 ms")
+	})
+}
+
+func TestAQueueWhoseCreatesWentUnansweredStartsItsWaitAfresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A bundle's first create was cancelled (the bundle failed) and the queue is used again
+		// five minutes later: slow start lets initialLimit go at once, not the floor of a wait
+		// that began five minutes ago.
+		a := NewAdaptive()
+		p := take(t, a, testQueue, 1000, 1)[0]
+		time.Sleep(time.Millisecond)
+		a.release(p, outcomeOther, 0, time.Now())
+		time.Sleep(5 * time.Minute)
+		take(t, a, testQueue, 1000, initialLimit)
+		assert.True(t, refused(a, testQueue, 1000), "only initialLimit at once")
+	})
+}
+
+func TestASmallShareOfAQuotaStillSteersTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Long after its first rejection, a process whose rate holds its creates back gets
+		// about 12 of them a second accepted, fewer than acceptedMinCount in the last second.
+		// The decrease reads that rate over the second anyway: only a span that the first
+		// rejection cut short is too short to read.
+		const rtt = 50 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		rate := a.Queue(testQueue).Rate
+		var wg sync.WaitGroup
+		start := time.Now()
+		accepted := 0
+		for i := 0; time.Since(start) < 2*time.Second; i++ {
+			p := acquireWhenAllowed(t, a)
+			time.Sleep(time.Until(p.start))
+			o := outcomeOther
+			switch {
+			case time.Since(start) >= 2*time.Second-5*time.Millisecond:
+				o = outcomeThrottled // the last one
+			case i%50 == 0:
+				o = outcomeSucceeded
+				if time.Since(start) >= time.Second-rtt {
+					accepted++
+				}
+			}
+			wg.Go(func() {
+				time.Sleep(rtt)
+				a.release(p, o, 0, time.Now())
+			})
+		}
+		wg.Wait()
+		require.Less(t, accepted, acceptedMinCount)
+		got := a.Queue(testQueue)
+		t.Logf("rate %.0f/s, then %.1f/s after %d acceptances in the last second", rate, got.Rate, accepted)
+		assert.Less(t, got.Rate, 0.2*rate, "down to what the queue accepts, not by a tenth")
+	})
+}
+
+func TestAProcessThatPacedAQueueAloneGrowsByAtMostTwiceItsRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A process paced a queue alone and read its rate at the quota; then others joined and
+		// its decreases brought it to a quarter of that. Growing by a share of its first rate,
+		// it would keep a larger share than the newcomers for good; it grows by at most a share
+		// of twice its rate now.
+		const rtt = 50 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		p := acquireWhenAllowed(t, a)
+		time.Sleep(rtt)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		alone := a.Queue(testQueue).Rate
+		for a.Queue(testQueue).Rate > alone/4 {
+			p := acquireWhenAllowed(t, a)
+			time.Sleep(rtt)
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		now := a.Queue(testQueue).Rate
+		assert.InDelta(t, 2*now, a.Queue(testQueue).Unit, 1e-9)
+		grew := growFor(t, a, rtt, time.Second)
+		t.Logf("alone %.0f/s, now %.0f/s, grew %.1f/s in a second", alone, now, grew)
+		// In its first second after a decrease the growth is at most about 2*growthPerSecond of
+		// its unit, plus growthFloor.
+		assert.Less(t, grew, 2*now*2*growthPerSecond+2*growthFloor)
 	})
 }
