@@ -62,8 +62,9 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 }
 
 // perSecondSince is perSecond read over acceptances counted after the slot of since (zero:
-// any), and 0 when since cut the span short of acceptedMinCount acceptances: what the queue
-// accepted before since (a bucket that was emptying) does not say what it accepts now.
+// any), and 0 when since lies within the history and fewer than acceptedMinCount acceptances
+// came after it: what the queue accepted before since (a bucket that was emptying) does not
+// say what it accepts now.
 func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since time.Time) float64 {
 	if r.first.IsZero() {
 		return 0
@@ -73,13 +74,17 @@ func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since tim
 	limit := min(max(at.Sub(r.first), acceptedSlot), acceptedSlots*acceptedSlot)
 	span = min(span, limit)
 	k := int64((span + acceptedSlot - 1) / acceptedSlot)
-	maxK := int64((limit + acceptedSlot - 1) / acceptedSlot)
-	cut := false
-	if !since.IsZero() {
+	// Up to the slot of the first acceptance, which the time since it can
+	// miss when the two lie on either side of a slot's edge.
+	maxK := min(n-r.first.UnixNano()/int64(acceptedSlot)+1, acceptedSlots)
+	k = min(k, maxK)
+	// since cuts the span when it lies within the history: then fewer than
+	// acceptedMinCount acceptances after it read as unknown, even when the
+	// first acceptance came later still.
+	cut := !since.IsZero() && at.Sub(since) < acceptedSlots*acceptedSlot
+	if cut {
 		// The slot of since counts acceptances before it too: start after it.
-		if sinceK := max(n-since.UnixNano()/int64(acceptedSlot), 1); sinceK < maxK {
-			maxK, cut = sinceK, true
-		}
+		maxK = min(maxK, max(n-since.UnixNano()/int64(acceptedSlot), 1))
 		k = min(k, maxK)
 	}
 	count := 0

@@ -181,8 +181,9 @@ type queueLimit struct {
 	// when the first rejection ended slow start.
 	unit    float64
 	pacedAt time.Time
-	// started is when slow start sent the first create that is still
-	// unanswered, or has gone unanswered since; zero when none is.
+	// started is when slow start sent its first create; zero again when
+	// every create it sent went unanswered (no round trip measured) and none
+	// is in flight.
 	started time.Time
 	// boundAt is when the rate last held a create back (a binding paced
 	// permit): only then does the accepted rate tell what the quota lets
@@ -392,7 +393,14 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 			if q.rtt > 0 {
 				g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
 			}
-			base := q.unit
+			// The unit, but at most twice the rate: a process that paced
+			// the queue alone before others joined it (its first rejection
+			// came while a bucket emptied, with the whole quota to itself)
+			// would otherwise grow by several times as much as they do and
+			// keep a larger share for good. Bounded here, not in the unit,
+			// so that a process a deep decrease left below half its unit
+			// grows back by the whole unit once it is above half again.
+			base := min(q.unit, 2*q.rate)
 			if quiet >= growthDoublings*growthDoubling {
 				base = max(base, q.rate)
 			}
@@ -433,9 +441,10 @@ func (q *queueLimit) decrease(at time.Time) {
 		// half of what was in flight over a round trip.
 		rate := accepted
 		if rate == 0 {
-			// Over the round trip, or the time since the first unanswered
-			// create if that is longer: a rejection that comes back at once
-			// measures a round trip of a millisecond.
+			// Over the round trip, or the time since slow start's first
+			// create (at most maxUnanswered) if that is longer: a rejection
+			// that comes back at once measures a round trip of a
+			// millisecond.
 			over := q.rtt
 			if !q.started.IsZero() {
 				over = max(over, min(at.Sub(q.started), maxUnanswered))
@@ -462,12 +471,6 @@ func (q *queueLimit) decrease(at time.Time) {
 			// into a quota others left, and this is what it found.
 			q.unit = q.rate
 		}
-		// At most twice the rate: a process that paced the queue alone
-		// before others joined it (its first rejection came while a bucket
-		// emptied, with the whole quota to itself) would otherwise grow by
-		// several times as much as they do and keep a larger share for good.
-		// Processes that started together keep units alike.
-		q.unit = min(q.unit, 2*q.rate)
 	}
 	q.grown, q.decreasedAt = at, at
 	q.roundStart = q.sent

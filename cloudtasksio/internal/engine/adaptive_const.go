@@ -30,8 +30,8 @@ const (
 	// growthPerSecond and growthFloor are how fast the rate grows while it is
 	// what holds creates back and they succeed, just after a decrease:
 	// unit*growthPerSecond + growthFloor creates per second, per second, where
-	// unit is the rate the first rejection set, at most twice the rate after
-	// each decrease. Measured without that bound (a review's simulation, one
+	// unit is the rate the first rejection set, or twice the rate if that is
+	// less. Measured without that bound (a review's simulation, one
 	// process alone for 6 s, then seven more): the first held 311 creates/s
 	// of a quota of 1,000 and the others 70 to 122; with it, 107 to 171. The share growthPerSecond
 	// doubles every growthDoubling without a decrease, growthDoublings times

@@ -331,25 +331,67 @@ func TestAProcessThatPacedAQueueAloneGrowsByAtMostTwiceItsRate(t *testing.T) {
 		// A process paced a queue alone and read its rate at the quota; then others joined and
 		// its decreases brought it to a quarter of that. Growing by a share of its first rate,
 		// it would keep a larger share than the newcomers for good; it grows by at most a share
-		// of twice its rate now.
+		// of twice its rate now: about twice what a process paced at that rate from the start
+		// grows by, not four times.
 		const rtt = 50 * time.Millisecond
-		a := NewAdaptive()
+		a, fresh := NewAdaptive(), NewAdaptive()
 		throttleAfter(t, a, 30, rtt)
-		p := acquireWhenAllowed(t, a)
-		time.Sleep(rtt)
-		a.release(p, outcomeThrottled, 0, time.Now())
-		alone := a.Queue(testQueue).Rate
-		for a.Queue(testQueue).Rate > alone/4 {
+		alone, unit := a.Queue(testQueue).Rate, a.Queue(testQueue).Unit
+		throttleAfter(t, fresh, 30, rtt)
+		// Rejections until a is at a quarter of its first rate; the last one reaches fresh
+		// too, so that both grow from a decrease at the same time.
+		for last := false; !last; {
+			last = a.Queue(testQueue).Rate*decreaseFactor <= alone/4
 			p := acquireWhenAllowed(t, a)
+			var q permit
+			if last {
+				q = acquireWhenAllowed(t, fresh)
+			}
 			time.Sleep(rtt)
 			a.release(p, outcomeThrottled, 0, time.Now())
+			if last {
+				fresh.release(q, outcomeThrottled, 0, time.Now())
+			}
 		}
-		now := a.Queue(testQueue).Rate
-		assert.InDelta(t, 2*now, a.Queue(testQueue).Unit, 1e-9)
-		grew := growFor(t, a, rtt, time.Second)
-		t.Logf("alone %.0f/s, now %.0f/s, grew %.1f/s in a second", alone, now, grew)
-		// In its first second after a decrease the growth is at most about 2*growthPerSecond of
-		// its unit, plus growthFloor.
-		assert.Less(t, grew, 2*now*2*growthPerSecond+2*growthFloor)
+		now, freshRate := a.Queue(testQueue).Rate, fresh.Queue(testQueue).Rate
+		assert.Equal(t, unit, a.Queue(testQueue).Unit, "decreases leave the unit; growth bounds it")
+		var wg sync.WaitGroup
+		var grew, freshGrew float64
+		wg.Go(func() { grew = growFor(t, a, rtt, time.Second) })
+		wg.Go(func() { freshGrew = growFor(t, fresh, rtt, time.Second) })
+		wg.Wait()
+		ratio := (grew / now) / (freshGrew / freshRate)
+		t.Logf("alone %.0f/s, now %.0f/s, grew %.1f/s; fresh at %.0f/s grew %.1f/s; %.2f times its share", alone, now, grew, freshRate, freshGrew, ratio)
+		assert.Less(t, ratio, 2.5)
+		assert.Greater(t, ratio, 1.5, "a process below half its unit still grows faster than by its rate's share")
+	})
+}
+
+func TestAFewAcceptancesAfterTheFirstRejectionDoNotSteerTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The queue's first answer is a rejection (another process took the quota first), and
+		// one create of the twenty in flight is accepted after it. One acceptance says little
+		// of the rate the queue takes from this process: the next decrease lowers the rate by
+		// decreaseFactor, not to one acceptance's worth.
+		const rtt = 50 * time.Millisecond
+		a := NewAdaptive()
+		ps := takeAsLetThrough(t, a, testQueue, 1000, 20)
+		time.Sleep(rtt)
+		a.release(ps[0], outcomeThrottled, 0, time.Now())
+		time.Sleep(20 * time.Millisecond) // the queue's first acceptance comes after the rejection
+		a.release(ps[1], outcomeSucceeded, 0, time.Now())
+		for _, p := range ps[2:] {
+			a.release(p, outcomeOther, 0, time.Now())
+		}
+		rate := a.Queue(testQueue).Rate
+		paced := []permit{acquireWhenAllowed(t, a), acquireWhenAllowed(t, a)}
+		require.True(t, paced[1].binding)
+		time.Sleep(rtt)
+		a.release(paced[0], outcomeOther, 0, time.Now())
+		a.release(paced[1], outcomeThrottled, 0, time.Now())
+		got := a.Queue(testQueue)
+		t.Logf("rate %.2f/s, then %.2f/s; round trip %v", rate, got.Rate, got.RTT)
+		require.Equal(t, 2, got.Decreases)
+		assert.InDelta(t, rate*decreaseFactor, got.Rate, 1e-6*rate)
 	})
 }
