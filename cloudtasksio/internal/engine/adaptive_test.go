@@ -488,21 +488,11 @@ func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 			a := NewAdaptive()
 			throttleAfter(t, a, 30, rtt)
 			// Creates offered faster than the rate, each answered a round trip after its
-			// start, all succeeding.
-			var wg sync.WaitGroup
+			// start, all succeeding (growFor).
 			rateAfter := func(d time.Duration) float64 {
-				start := time.Now()
-				for time.Since(start) < d {
-					p := acquireWhenAllowed(t, a)
-					time.Sleep(time.Until(p.start))
-					wg.Go(func() {
-						time.Sleep(rtt)
-						a.release(p, outcomeSucceeded, 0, time.Now())
-					})
-				}
+				growFor(t, a, rtt, d)
 				return a.Queue(testQueue).Rate
 			}
-			defer wg.Wait()
 			r0 := a.Queue(testQueue).Rate
 			r1 := rateAfter(time.Second)
 			r3 := rateAfter(2 * time.Second)
