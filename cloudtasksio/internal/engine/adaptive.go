@@ -74,7 +74,12 @@ import (
 //     a share of itself, if that is more: a process left alone with a quota
 //     its peers stopped using (they finished, or scaled down) grows into it
 //     within seconds instead of a minute, and the decrease that ends such a
-//     spell sets the rate growth is a share of anew.
+//     spell sets the rate growth is a share of anew. Once the rate has grown
+//     probeMargin past the rate the queue last refused without a refusal since,
+//     the quota has room it had not then, and the rate probes for it: it grows
+//     by a share of itself per round trip that doubles every round trip, up to
+//     probeGrowth (probe). At 200 ms a process left alone with the quota eight
+//     shared takes it up in about four seconds instead of thirteen.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -181,6 +186,12 @@ type queueLimit struct {
 	// when the first rejection ended slow start.
 	unit    float64
 	pacedAt time.Time
+	// ceiling is the rate the queue last refused: the rate the last
+	// decrease lowered, or the accepted rate the first rejection read.
+	// probeFrom is when the rate last passed probeMargin above it without a
+	// decrease since; zero while it has not.
+	ceiling   float64
+	probeFrom time.Time
 	// started is when slow start sent its first create; zero again when
 	// every create it sent went unanswered (no round trip measured) and none
 	// is in flight.
@@ -404,7 +415,14 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 			if quiet >= growthDoublings*growthDoubling {
 				base = max(base, q.rate)
 			}
-			q.rate += (base*g + growthFloor) * step.Seconds()
+			grown := q.rate + max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
+			if q.rtt > 0 {
+				// No further than the cap in flight over the round trip, the
+				// most slow start lets the process have: beyond it the
+				// engines' MaxInFlight, not the quota, holds creates back.
+				grown = min(grown, max(q.rate, float64(q.cap)/q.rtt.Seconds()))
+			}
+			q.rate = grown
 			q.grown = at
 		case q.rate > 0:
 			q.grown = at
@@ -453,8 +471,10 @@ func (q *queueLimit) decrease(at time.Time) {
 		}
 		q.rate = max(rate*setPoint, minRate)
 		q.unit = q.rate
+		q.ceiling = max(rate, minRate)
 		q.next, q.pacedAt = at, at
 	} else {
+		q.ceiling = q.rate
 		q.rate *= decreaseFactor
 		// The accepted rate says what the quota lets through only if the rate
 		// held creates back lately; otherwise it is what the process had to
@@ -473,8 +493,33 @@ func (q *queueLimit) decrease(at time.Time) {
 		}
 	}
 	q.grown, q.decreasedAt = at, at
+	q.probeFrom = time.Time{}
 	q.roundStart = q.sent
 	q.decreases++
+}
+
+// probe is what a success at time at adds to the paced rate, over step of
+// growth, once the rate has passed probeMargin above the rate the queue last
+// refused without a decrease since; 0 before. The quota then has room it had
+// not at that refusal: the processes that shared it finished or scaled down,
+// or it grew. The rate then grows by a share of itself per round (a round
+// trip, at least slowStartRound) that starts at maxGrowthPerRound and doubles
+// every round, to probeGrowth: a process left alone with its peers' quota
+// takes it up within seconds, where growing by maxGrowthPerRound a round trip
+// it would take a minute at 200 ms, and a rate that passed its ceiling because
+// a peer's decrease left it room for a moment is refused again while its
+// probe is still gentle.
+func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
+	if q.ceiling == 0 || q.rate <= q.ceiling*(1+probeMargin) {
+		return 0
+	}
+
+	if q.probeFrom.IsZero() {
+		q.probeFrom = at
+	}
+	round := max(q.rtt, slowStartRound)
+	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(at.Sub(q.probeFrom).Seconds()/round.Seconds()))
+	return q.rate * share * step.Seconds() / round.Seconds()
 }
 
 // finished tells the Adaptive how an attempt that held permit p ended. It

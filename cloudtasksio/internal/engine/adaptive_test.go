@@ -479,37 +479,54 @@ func TestTheAcceptedRateOfASmallShareIsReadOverEnoughAcceptances(t *testing.T) {
 
 func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 	// A process whose peers finished leaves a quota free that its rate must grow into: the
-	// growth per second doubles with every growthDoubling without a decrease, up to
-	// 2^growthDoublings times growthPerSecond, and to at most maxGrowthPerRound per round trip,
-	// so that at a long round trip the rate does not run far past the quota before a rejection
-	// can come back.
-	growth := func(rtt time.Duration) (firstSecond, fourthSecond float64) {
-		synctest.Test(t, func(t *testing.T) {
-			a := NewAdaptive()
-			throttleAfter(t, a, 30, rtt)
-			// Creates offered faster than the rate, each answered a round trip after its
-			// start, all succeeding (growFor).
-			rateAfter := func(d time.Duration) float64 {
-				growFor(t, a, rtt, d)
-				return a.Queue(testQueue).Rate
-			}
-			r0 := a.Queue(testQueue).Rate
-			r1 := rateAfter(time.Second)
-			r3 := rateAfter(2 * time.Second)
-			r4 := rateAfter(time.Second)
-			firstSecond, fourthSecond = r1/r0-1, r4/r3-1
-		})
-		return firstSecond, fourthSecond
-	}
-	first, fourth := growth(10 * time.Millisecond)
-	assert.Less(t, first, 4*growthPerSecond)
-	assert.Greater(t, fourth, 32*growthPerSecond*0.5, "grew %.0f%% in the fourth second", 100*fourth)
-	assert.Greater(t, fourth, 5*first)
+	// growth per second doubles with every growthDoubling without a decrease, and once the
+	// rate has passed probeMargin above the rate the queue refused, it probes, growing by a
+	// share of itself per round trip (TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft). At a
+	// long round trip, growth stays at most maxGrowthPerRound per round trip until then, so
+	// that the rate does not run far past the quota before a rejection can come back.
+	synctest.Test(t, func(t *testing.T) {
+		const rtt = 10 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		// Creates offered faster than the rate, each answered a round trip after its start,
+		// all succeeding (growFor).
+		r0 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, time.Second)
+		r1 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, time.Second)
+		r2 := a.Queue(testQueue).Rate
+		first, second := r1/r0-1, r2/r1-1
+		t.Logf("grew %.0f%% in the first second, %.0f%% in the second", 100*first, 100*second)
+		assert.Less(t, first, 4*growthPerSecond)
+		assert.Greater(t, second, 5*first)
+	})
 
-	// At 200 ms, a growth of maxGrowthPerRound per round trip is 15% per second.
-	_, fourth = growth(200 * time.Millisecond)
-	assert.Less(t, fourth, 1.2*maxGrowthPerRound/0.2, "grew %.0f%% in the fourth second", 100*fourth)
-	assert.Greater(t, fourth, 2*growthPerSecond)
+	// At 200 ms, a growth of maxGrowthPerRound per round trip is 15% per second, until the rate
+	// passes probeMargin above the rate the queue refused and probes for room beyond it
+	// (TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft).
+	synctest.Test(t, func(t *testing.T) {
+		const rtt = 200 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		a.mu.Lock()
+		probeAbove := a.queues[testQueue].ceiling * (1 + probeMargin)
+		a.mu.Unlock()
+		var fastest float64
+		rounds := 0
+		for {
+			r0 := a.Queue(testQueue).Rate
+			growFor(t, a, rtt, rtt)
+			r1 := a.Queue(testQueue).Rate
+			if r1 > probeAbove {
+				break
+			}
+			rounds++
+			assert.Less(t, r1/r0-1, 1.2*maxGrowthPerRound, "grew %.1f%% in round %d", 100*(r1/r0-1), rounds)
+			fastest = max(fastest, r1/r0-1)
+		}
+		require.Greater(t, rounds, 5, "the rate grew gently for a while before it probed")
+		assert.Greater(t, fastest, 2*growthPerSecond*rtt.Seconds(), "the growth doubled")
+	})
 }
 
 func TestFailuresOtherThanResourceExhaustedLeaveTheLimit(t *testing.T) {

@@ -1,0 +1,142 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// takeUpResult is what takeUp measured after the quota grew.
+type takeUpResult struct {
+	took     time.Duration // until the created rate over 500 ms reached 90% of the new quota; -1: never
+	rejected int           // rejected attempts from the change to the end of the watch
+	created  int           // tasks created from the change to the end of the watch
+	// perSecond counts the created tasks and rejected attempts of every second of the run.
+	perSecond [][2]int
+}
+
+// takeUp runs one worker process of sixteen engines writing to testQueue without end, at a
+// round trip of rtt, against a quota of before creates per second (its share of a quota it
+// shares with others) until it is paced near it; at settle the quota becomes after (the others
+// finished, or scaled down). It measures how long the process takes to take up the new quota,
+// watching for at most watch.
+func takeUp(t *testing.T, rtt time.Duration, before, after float64, settle, watch time.Duration) (r takeUpResult) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		f := (&throttlingFake{perSecond: before, burst: before / 10, latency: rtt, slowRejection: true}).init()
+		var mu sync.Mutex
+		var created, rejected []time.Duration
+		creator := CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+			task, err := f.CreateTask(ctx, req)
+			at := time.Since(start)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				rejected = append(rejected, at)
+			} else {
+				created = append(created, at)
+			}
+			return task, err
+		})
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		a := NewAdaptive()
+		for i := range 16 {
+			wg.Go(func() {
+				o := adaptiveOptions(a)
+				o.MaxInFlight = 1000
+				for b := 0; !stop.Load(); b++ {
+					e := New[string](creator, o, nil)
+					for j := range 500 {
+						if e.Submit(context.Background(), requestTo(testQueue, fmt.Sprint(i, "-", b, "-", j))) != nil {
+							break
+						}
+					}
+					_ = e.Flush(context.Background())
+				}
+			})
+		}
+		time.Sleep(settle)
+		f.mu.Lock()
+		f.perSecond, f.burst = after, after/10
+		f.mu.Unlock()
+		time.Sleep(watch)
+		stop.Store(true)
+		wg.Wait()
+
+		r.took = -1
+		const window = 500 * time.Millisecond
+		from := 0
+		for from < len(created) && created[from] < settle {
+			from++
+		}
+		for i, j := from, from; j < len(created); j++ {
+			for created[j]-created[i] > window {
+				i++
+			}
+			if float64(j-i+1) >= 0.9*after*window.Seconds() {
+				r.took = created[j] - settle
+				break
+			}
+		}
+		r.created = len(created) - from
+		// Bundles under way when the watch ended finish after it.
+		r.perSecond = make([][2]int, int(time.Since(start)/time.Second)+1)
+		for _, at := range created {
+			r.perSecond[int(at/time.Second)][0]++
+		}
+		for _, at := range rejected {
+			r.perSecond[int(at/time.Second)][1]++
+		}
+		for _, at := range rejected {
+			if at >= settle {
+				r.rejected++
+			}
+		}
+	})
+	return r
+}
+
+func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
+	// One of eight processes that shared a quota of 1,000 creates a second, paced near its
+	// share of 125/s, is left alone with the whole quota. Growing by at most
+	// maxGrowthPerRound of its rate a round trip, it took 13.1-13.3 s to reach 900/s at 200
+	// ms and 2.9-3.5 s at 30 ms (at ec35bd6); probing past the rate the queue last refused,
+	// it takes 3.4-4.2 s and 1.1-1.8 s.
+	for rtt, limit := range map[time.Duration]time.Duration{30 * time.Millisecond: 2500 * time.Millisecond, 200 * time.Millisecond: 6 * time.Second} {
+		t.Run(rtt.String(), func(t *testing.T) {
+			r := takeUp(t, rtt, 125, 1000, 10*time.Second, 20*time.Second)
+			t.Logf("round trip %v: 90%% of the new quota after %v, %d rejected attempts for %d created in the %v after the change", rtt, r.took, r.rejected, r.created, 20*time.Second)
+			t.Logf("created and rejected per second, the change at %v: %v", 10*time.Second, r.perSecond)
+			assert.Less(t, float64(r.rejected), 0.05*float64(r.created), "taking up the quota is not a storm of rejections")
+			if assert.GreaterOrEqual(t, r.took, time.Duration(0), "the process never took up the quota") {
+				assert.Less(t, r.took, limit)
+			}
+		})
+	}
+}
+
+func TestThePacedRateGrowsNoFurtherThanTheCapsWorthInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Nothing refuses the creates: the rate grows, and probes past the rate the queue
+		// refused, but no further than the cap (1,000 in flight) over the round trip, the
+		// most slow start lets a process have. Without that bound it grew to 43,117/s here,
+		// and would grow by a quarter every round trip for as long as creates kept coming.
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		growFor(t, a, rtt, 8*time.Second)
+		st := a.Queue(testQueue)
+		t.Logf("rate %.0f/s after 8 s of successes, cap %d, round trip %v", st.Rate, st.Cap, st.RTT)
+		assert.Greater(t, st.Rate, 0.5*float64(st.Cap)/st.RTT.Seconds(), "the rate probed towards the cap")
+		assert.LessOrEqual(t, st.Rate, 1.1*float64(st.Cap)/st.RTT.Seconds())
+	})
+}
