@@ -2,7 +2,6 @@ package engine
 
 import (
 	"container/list"
-	"math"
 	"sync"
 	"time"
 )
@@ -74,12 +73,20 @@ import (
 //     a share of itself, if that is more: a process left alone with a quota
 //     its peers stopped using (they finished, or scaled down) grows into it
 //     within seconds instead of a minute, and the decrease that ends such a
-//     spell sets the rate growth is a share of anew. Once the rate has grown
-//     probeMargin past the rate the queue last refused without a refusal since,
-//     the quota has room it had not then, and the rate probes for it: it grows
-//     by a share of itself per round trip that doubles every round trip, up to
+//     spell sets the rate growth is a share of anew. If by then the rate has
+//     also grown probeMargin past the rate the queue last refused, the quota
+//     has room it had not then, and the rate probes for it: it grows by a
+//     share of itself per round trip that doubles every round trip, up to
 //     probeGrowth (probe). At 200 ms a process left alone with the quota eight
-//     shared takes it up in about four seconds instead of thirteen.
+//     shared takes it up in about four seconds instead of thirteen. The rate
+//     grows to at most the cap in flight over the round trip.
+//     A decrease after a round trip whose answers were mostly rejections
+//     (more rejections than acceptances, and at least stormMinAccepted
+//     acceptances) sets the rate to what the queue accepted in it, lowering it
+//     by at most half: just after the first rejection of processes that
+//     started together, each paces at what the queue accepted while its bucket
+//     emptied, several times its share, and a tenth per round trip would take
+//     many round trips of rejections to reach it.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -192,6 +199,9 @@ type queueLimit struct {
 	// decrease since; zero while it has not.
 	ceiling   float64
 	probeFrom time.Time
+	// roundAccepted and roundRejected count the answers that came back
+	// since the last decrease.
+	roundAccepted, roundRejected int
 	// started is when slow start sent its first create; zero again when
 	// every create it sent went unanswered (no round trip measured) and none
 	// is in flight.
@@ -396,34 +406,10 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 	switch o {
 	case outcomeSucceeded:
 		q.accepted.add(at)
+		q.roundAccepted++
 		switch {
 		case q.rate > 0 && p.binding:
-			step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
-			quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
-			g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
-			if q.rtt > 0 {
-				g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
-			}
-			// The unit, but at most twice the rate: a process that paced
-			// the queue alone before others joined it (its first rejection
-			// came while a bucket emptied, with the whole quota to itself)
-			// would otherwise grow by several times as much as they do and
-			// keep a larger share for good. Bounded here, not in the unit,
-			// so that a process a deep decrease left below half its unit
-			// grows back by the whole unit once it is above half again.
-			base := min(q.unit, 2*q.rate)
-			if quiet >= growthDoublings*growthDoubling {
-				base = max(base, q.rate)
-			}
-			grown := q.rate + max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
-			if q.rtt > 0 {
-				// No further than the cap in flight over the round trip, the
-				// most slow start lets the process have: beyond it the
-				// engines' MaxInFlight, not the quota, holds creates back.
-				grown = min(grown, max(q.rate, float64(q.cap)/q.rtt.Seconds()))
-			}
-			q.rate = grown
-			q.grown = at
+			q.grow(at)
 		case q.rate > 0:
 			q.grown = at
 		default:
@@ -432,6 +418,7 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 			}
 		}
 	case outcomeThrottled:
+		q.roundRejected++
 		if p.seq >= q.roundStart {
 			q.decrease(at)
 		}
@@ -447,79 +434,6 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		default:
 		}
 	}
-}
-
-// decrease lowers the queue's rate after a rejection at time at, ending slow
-// start when it is the first.
-func (q *queueLimit) decrease(at time.Time) {
-	if q.rate == 0 {
-		accepted := q.accepted.perSecond(at, q.rtt)
-		// The first rejection: pace at the rate the queue accepted. Nothing
-		// accepted yet (another process took the quota first): start from
-		// half of what was in flight over a round trip.
-		rate := accepted
-		if rate == 0 {
-			// Over the round trip, or the time since slow start's first
-			// create (at most maxUnanswered) if that is longer: a rejection
-			// that comes back at once measures a round trip of a
-			// millisecond.
-			over := q.rtt
-			if !q.started.IsZero() {
-				over = max(over, min(at.Sub(q.started), maxUnanswered))
-			}
-			rate = float64(q.inFlight+1) / 2 / max(over, time.Millisecond).Seconds()
-		}
-		q.rate = max(rate*setPoint, minRate)
-		q.unit = q.rate
-		q.ceiling = max(rate, minRate)
-		q.next, q.pacedAt = at, at
-	} else {
-		q.ceiling = q.rate
-		q.rate *= decreaseFactor
-		// The accepted rate says what the quota lets through only if the rate
-		// held creates back lately; otherwise it is what the process had to
-		// send, and a quiet process must not fall to it.
-		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
-		if !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
-			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
-				q.rate = min(q.rate, accepted*setPoint)
-			}
-		}
-		q.rate = max(q.rate, minRate)
-		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
-			// The end of a long spell without a decrease: the rate grew
-			// into a quota others left, and this is what it found.
-			q.unit = q.rate
-		}
-	}
-	q.grown, q.decreasedAt = at, at
-	q.probeFrom = time.Time{}
-	q.roundStart = q.sent
-	q.decreases++
-}
-
-// probe is what a success at time at adds to the paced rate, over step of
-// growth, once the rate has passed probeMargin above the rate the queue last
-// refused without a decrease since; 0 before. The quota then has room it had
-// not at that refusal: the processes that shared it finished or scaled down,
-// or it grew. The rate then grows by a share of itself per round (a round
-// trip, at least slowStartRound) that starts at maxGrowthPerRound and doubles
-// every round, to probeGrowth: a process left alone with its peers' quota
-// takes it up within seconds, where growing by maxGrowthPerRound a round trip
-// it would take a minute at 200 ms, and a rate that passed its ceiling because
-// a peer's decrease left it room for a moment is refused again while its
-// probe is still gentle.
-func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
-	if q.ceiling == 0 || q.rate <= q.ceiling*(1+probeMargin) {
-		return 0
-	}
-
-	if q.probeFrom.IsZero() {
-		q.probeFrom = at
-	}
-	round := max(q.rtt, slowStartRound)
-	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(at.Sub(q.probeFrom).Seconds()/round.Seconds()))
-	return q.rate * share * step.Seconds() / round.Seconds()
 }
 
 // finished tells the Adaptive how an attempt that held permit p ended. It

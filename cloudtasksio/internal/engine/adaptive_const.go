@@ -85,23 +85,36 @@ const (
 	// eight processes of a 2,500-task job made 0.10 rejected attempts per task
 	// instead of 0.07.
 	minHorizon = 5 * time.Millisecond
-	// probeMargin and probeGrowth: once the paced rate has grown probeMargin
-	// past the rate the queue last refused without being refused again, it
-	// grows by a share of itself per round trip (at least slowStartRound)
-	// that starts at maxGrowthPerRound and doubles every round, up to
-	// probeGrowth (queueLimit.probe). Measured without the probe
-	// (adaptive_takeup_test.go: one process paced at 125/s is left alone with
-	// a quota of 1,000/s): it reached 900/s after 13.1-13.3 s at 200 ms and
-	// 2.9-3.5 s at 30 ms; with it, after 3.4-4.2 s and 1.1-1.8 s, for 0.009 to
-	// 0.031 rejected attempts per task over the 20 s after the change instead
-	// of 0.007 to 0.016 (at 200 ms, about 250 more where the rate passes the
-	// new quota). A margin of 0.1 probed more often while eight processes
-	// shared a quota (adaptive_sim_test.go, 20,000 tasks at 30 ms, medians of
-	// seven runs: 0.044 rejected attempts per task, 0.042 with 0.2); a
-	// probeGrowth of 0.1 or 0.15 took 5.3 or 5.0 s at 200 ms for about as many
-	// rejections.
+	// probeMargin and probeGrowth: once growthDoublings*growthDoubling have
+	// passed without a decrease and the paced rate has grown probeMargin past
+	// the rate the queue last refused, it grows by a share of itself per
+	// round trip (at least slowStartRound) that starts at maxGrowthPerRound
+	// and doubles every round, up to probeGrowth (queueLimit.probe). Measured
+	// without the probe (adaptive_takeup_test.go: one process paced at 125/s
+	// is left alone with a quota of 1,000/s): it reached 900/s after 13.1 to
+	// 13.3 s at 200 ms and 2.9 to 3.5 s at 30 ms; with it, after 3.5 to 4.4 s
+	// and 2.3 to 3.0 s, for 0.027 to 0.029 rejected attempts per task over the
+	// 20 s after the change at 200 ms instead of 0.012 to 0.016 (about 400
+	// more, where the rate passes the new quota). Measured probing as soon as
+	// the rate passed the margin, without waiting for the quiet spell
+	// (adaptive_sim_test.go, eight processes sharing a quota, 20,000 tasks,
+	// medians of seven runs): 0.044 rejected attempts per task at 30 ms
+	// instead of 0.033, no more of the quota; in the harness, 0.040-0.049
+	// against 0.032-0.045. A probeGrowth of 0.1 or 0.15 took 5.3 or 5.0 s at
+	// 200 ms for about as many rejections.
 	probeMargin = 0.2
 	probeGrowth = 0.25
+	// stormMinAccepted and stormFloor: when more of the answers since the
+	// last decrease were rejections than acceptances, with at least
+	// stormMinAccepted acceptances among them, a decrease sets the rate to a
+	// little below what the queue accepted since (setPoint), lowering it to
+	// no less than stormFloor of itself. Measured without it
+	// (adaptive_sim_test.go, medians of nine runs): eight processes of a
+	// 2,500-task job at 30 ms made 0.144 rejected attempts per task, of a
+	// 20,000-task job 0.033; with it 0.102 and 0.027. With stormMinAccepted 2,
+	// or a floor of 0.3, about the same.
+	stormMinAccepted = 4
+	stormFloor       = 0.5
 	// minRate is the lowest rate, in creates per second.
 	minRate = 0.5
 	// maxGrowthStep bounds the time one success may credit to growth, so a

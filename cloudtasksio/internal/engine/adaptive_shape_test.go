@@ -395,3 +395,49 @@ func TestAFewAcceptancesAfterTheFirstRejectionDoNotSteerTheRate(t *testing.T) {
 		assert.InDelta(t, rate*decreaseFactor, got.Rate, 1e-6*rate)
 	})
 }
+
+func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Just after the first rejection, eight processes that started at once each pace at
+		// what the queue accepted while its bucket emptied, several times their share. The
+		// answers of the next round trip are mostly rejections, and too few acceptances to
+		// read the accepted rate by (acceptedMinCount). The decrease they lead to sets the
+		// rate to what the queue accepted (a little below it), lowering it by at most half,
+		// instead of by a tenth: at a tenth per round trip the storm lasts many round trips.
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		offer := func(n int) []permit {
+			ps := make([]permit, n)
+			for i := range ps {
+				ps[i] = acquireWhenAllowed(t, a)
+				time.Sleep(time.Until(ps[i].start))
+			}
+			return ps
+		}
+		// A round trip's creates: the first answer, a rejection, makes the second decrease
+		// (a tenth: nothing yet says by how much the rate is over); then 8 acceptances and
+		// 11 rejections come back.
+		ps := offer(20)
+		time.Sleep(rtt)
+		a.release(ps[0], outcomeThrottled, 0, time.Now())
+		second := time.Now()
+		before := a.Queue(testQueue).Rate
+		for i, p := range ps[1:] {
+			o := outcomeThrottled
+			if i%2 == 0 && i < 16 {
+				o = outcomeSucceeded
+			}
+			a.release(p, o, 0, time.Now())
+		}
+		// The next round trip's first rejection.
+		p := offer(1)[0]
+		time.Sleep(rtt)
+		accepted := 8 / time.Since(second).Seconds()
+		a.release(p, outcomeThrottled, 0, time.Now())
+		after := a.Queue(testQueue).Rate
+		t.Logf("rate %.1f/s before the decrease, %.1f/s after; %.1f/s accepted since the last decrease", before, after, accepted)
+		assert.Less(t, after, 0.6*before, "lowered by more than a tenth")
+		assert.InDelta(t, max(setPoint*accepted, stormFloor*before), after, 0.05*before)
+	})
+}

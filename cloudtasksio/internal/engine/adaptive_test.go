@@ -493,39 +493,71 @@ func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 		r0 := a.Queue(testQueue).Rate
 		growFor(t, a, rtt, time.Second)
 		r1 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, 2*time.Second)
+		r3 := a.Queue(testQueue).Rate
 		growFor(t, a, rtt, time.Second)
-		r2 := a.Queue(testQueue).Rate
-		first, second := r1/r0-1, r2/r1-1
-		t.Logf("grew %.0f%% in the first second, %.0f%% in the second", 100*first, 100*second)
+		r4 := a.Queue(testQueue).Rate
+		first, fourth := r1/r0-1, r4/r3-1
+		t.Logf("grew %.0f%% in the first second, %.0f%% in the fourth", 100*first, 100*fourth)
 		assert.Less(t, first, 4*growthPerSecond)
-		assert.Greater(t, second, 5*first)
+		assert.Greater(t, fourth, 32*growthPerSecond*0.5)
+		assert.Greater(t, fourth, 5*first)
 	})
 
-	// At 200 ms, a growth of maxGrowthPerRound per round trip is 15% per second, until the rate
-	// passes probeMargin above the rate the queue refused and probes for room beyond it
+	// At 200 ms, a growth of maxGrowthPerRound per round trip is 15% per second, for as long
+	// as a decrease came within growthDoublings*growthDoubling; after that, once past
+	// probeMargin above the rate the queue refused, the rate probes for room beyond it
 	// (TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft).
 	synctest.Test(t, func(t *testing.T) {
 		const rtt = 200 * time.Millisecond
 		a := NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
+		decreased := throttleAfter(t, a, 30, rtt)
 		a.mu.Lock()
 		probeAbove := a.queues[testQueue].ceiling * (1 + probeMargin)
 		a.mu.Unlock()
 		var fastest float64
-		rounds := 0
-		for {
+		for time.Since(decreased)+rtt < growthDoublings*growthDoubling {
 			r0 := a.Queue(testQueue).Rate
 			growFor(t, a, rtt, rtt)
 			r1 := a.Queue(testQueue).Rate
-			if r1 > probeAbove {
-				break
-			}
-			rounds++
-			assert.Less(t, r1/r0-1, 1.2*maxGrowthPerRound, "grew %.1f%% in round %d", 100*(r1/r0-1), rounds)
+			assert.Less(t, r1/r0-1, 1.2*maxGrowthPerRound, "grew %.1f%% in the round trip %v after the decrease", 100*(r1/r0-1), time.Since(decreased))
 			fastest = max(fastest, r1/r0-1)
 		}
-		require.Greater(t, rounds, 5, "the rate grew gently for a while before it probed")
 		assert.Greater(t, fastest, 2*growthPerSecond*rtt.Seconds(), "the growth doubled")
+		r0 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, 10*rtt)
+		perRound := math.Pow(a.Queue(testQueue).Rate/r0, 1.0/10) - 1
+		t.Logf("%.1f%% a round trip at most until %v after the decrease (the rate %.0f%% of the ceiling), %.1f%% a round trip in the next ten", 100*fastest, growthDoublings*growthDoubling, 100*r0/probeAbove*(1+probeMargin), 100*perRound)
+		assert.Greater(t, perRound, 2*maxGrowthPerRound, "the rate probes once no decrease came for long")
+	})
+}
+
+func TestARateThatPassedItsCeilingSoonAfterADecreaseDoesNotProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Processes that share a quota take turns at its decreases: one whose rate passed
+		// probeMargin above the rate the queue refused in a peer's turn has not found room the
+		// quota did not have. It grows as near a decrease (by at most 160% a second here, 9.6%
+		// a slowStartRound) until growthDoublings*growthDoubling have passed, and only then
+		// probes (25% a slowStartRound at most).
+		const rtt = 20 * time.Millisecond
+		a := NewAdaptive()
+		decreased := throttleAfter(t, a, 30, rtt)
+		a.mu.Lock()
+		probeAbove := a.queues[testQueue].ceiling * (1 + probeMargin)
+		a.mu.Unlock()
+		for a.Queue(testQueue).Rate <= probeAbove {
+			growFor(t, a, rtt, slowStartRound)
+		}
+		passed := time.Since(decreased)
+		require.Less(t, passed+2*slowStartRound, growthDoublings*growthDoubling, "the rate passed its ceiling soon after the decrease")
+		var fastest float64
+		for time.Since(decreased)+slowStartRound < growthDoublings*growthDoubling {
+			r0 := a.Queue(testQueue).Rate
+			growFor(t, a, rtt, slowStartRound)
+			fastest = max(fastest, a.Queue(testQueue).Rate/r0-1)
+		}
+		t.Logf("passed the ceiling and margin %v after the decrease; grew by at most %.1f%% a slowStartRound until %v", passed, 100*fastest, growthDoublings*growthDoubling)
+		assert.Less(t, fastest, 1.1*float64(1<<growthDoublings)*growthPerSecond*slowStartRound.Seconds())
 	})
 }
 

@@ -1,0 +1,127 @@
+package engine
+
+// The paced phase of adaptive concurrency (adaptive.go): how the rate grows
+// while creates succeed, how it probes for room the quota did not have, and
+// how a rejection lowers it.
+
+import (
+	"math"
+	"time"
+)
+
+// grow raises the paced rate after a success at time at of a create that the
+// rate held back.
+func (q *queueLimit) grow(at time.Time) {
+	step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
+	quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
+	g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
+	if q.rtt > 0 {
+		g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
+	}
+	// The unit, but at most twice the rate: a process that paced
+	// the queue alone before others joined it (its first rejection
+	// came while a bucket emptied, with the whole quota to itself)
+	// would otherwise grow by several times as much as they do and
+	// keep a larger share for good. Bounded here, not in the unit,
+	// so that a process a deep decrease left below half its unit
+	// grows back by the whole unit once it is above half again.
+	base := min(q.unit, 2*q.rate)
+	if quiet >= growthDoublings*growthDoubling {
+		base = max(base, q.rate)
+	}
+	grown := q.rate + max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
+	if q.rtt > 0 {
+		// No further than the cap in flight over the round trip, the
+		// most slow start lets the process have: beyond it the
+		// engines' MaxInFlight, not the quota, holds creates back.
+		grown = min(grown, max(q.rate, float64(q.cap)/q.rtt.Seconds()))
+	}
+	q.rate = grown
+	q.grown = at
+}
+
+// decrease lowers the queue's rate after a rejection at time at, ending slow
+// start when it is the first.
+func (q *queueLimit) decrease(at time.Time) {
+	if q.rate == 0 {
+		accepted := q.accepted.perSecond(at, q.rtt)
+		// The first rejection: pace at the rate the queue accepted. Nothing
+		// accepted yet (another process took the quota first): start from
+		// half of what was in flight over a round trip.
+		rate := accepted
+		if rate == 0 {
+			// Over the round trip, or the time since slow start's first
+			// create (at most maxUnanswered) if that is longer: a rejection
+			// that comes back at once measures a round trip of a
+			// millisecond.
+			over := q.rtt
+			if !q.started.IsZero() {
+				over = max(over, min(at.Sub(q.started), maxUnanswered))
+			}
+			rate = float64(q.inFlight+1) / 2 / max(over, time.Millisecond).Seconds()
+		}
+		q.rate = max(rate*setPoint, minRate)
+		q.unit = q.rate
+		q.ceiling = max(rate, minRate)
+		q.next, q.pacedAt = at, at
+	} else {
+		q.ceiling = q.rate
+		q.rate *= decreaseFactor
+		// The accepted rate says what the quota lets through only if the rate
+		// held creates back lately; otherwise it is what the process had to
+		// send, and a quiet process must not fall to it.
+		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
+		if !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
+			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
+				q.rate = min(q.rate, accepted*setPoint)
+			}
+		}
+		if q.roundRejected > q.roundAccepted && q.roundAccepted >= stormMinAccepted {
+			// Most answers since the last decrease were rejections: the
+			// process sends several times what the queue takes from it (a
+			// start with other processes, a burst). What the queue accepted
+			// since then is its share; a tenth a round trip would take many
+			// round trips of rejections to get down to it.
+			accepted := float64(q.roundAccepted) / at.Sub(q.decreasedAt).Seconds()
+			q.rate = min(q.rate, max(stormFloor*q.rate/decreaseFactor, setPoint*accepted))
+		}
+		q.rate = max(q.rate, minRate)
+		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
+			// The end of a long spell without a decrease: the rate grew
+			// into a quota others left, and this is what it found.
+			q.unit = q.rate
+		}
+	}
+	q.grown, q.decreasedAt = at, at
+	q.probeFrom = time.Time{}
+	q.roundAccepted, q.roundRejected = 0, 0
+	q.roundStart = q.sent
+	q.decreases++
+}
+
+// probe is what a success at time at adds to the paced rate, over step of
+// growth, once growthDoublings*growthDoubling have passed without a decrease
+// and the rate has passed probeMargin above the rate the queue last refused;
+// 0 before. The quota then has room it had not at that refusal: the processes
+// that shared it finished or scaled down, or it grew. (Processes that share a
+// quota take turns at its decreases, a second or so apart at eight: one whose
+// rate passed its ceiling in a peer's turn would probe, and the probes of
+// eight cost a third more rejections.) The rate then grows by a share of itself per round (a round
+// trip, at least slowStartRound) that starts at maxGrowthPerRound and doubles
+// every round, to probeGrowth: a process left alone with its peers' quota
+// takes it up within seconds, where growing by maxGrowthPerRound a round trip
+// it would take a minute at 200 ms, and a rate that passed its ceiling because
+// a peer's decrease left it room for a moment is refused again while its
+// probe is still gentle.
+func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
+	if q.ceiling == 0 || q.rate <= q.ceiling*(1+probeMargin) || at.Sub(q.decreasedAt) < growthDoublings*growthDoubling {
+		return 0
+	}
+
+	if q.probeFrom.IsZero() {
+		q.probeFrom = at
+	}
+	round := max(q.rtt, slowStartRound)
+	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(at.Sub(q.probeFrom).Seconds()/round.Seconds()))
+	return q.rate * share * step.Seconds() / round.Seconds()
+}
