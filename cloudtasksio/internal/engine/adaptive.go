@@ -73,20 +73,21 @@ import (
 //     a share of itself, if that is more: a process left alone with a quota
 //     its peers stopped using (they finished, or scaled down) grows into it
 //     within seconds instead of a minute, and the decrease that ends such a
-//     spell sets the rate growth is a share of anew. If by then the rate has
+//     spell sets the rate growth is a share of anew. Once the rate has then
 //     also grown probeMargin past the rate the queue last refused, the quota
 //     has room it had not then, and the rate probes for it: it grows by a
 //     share of itself per round trip that doubles every round trip, up to
 //     probeGrowth (probe). At 200 ms a process left alone with the quota eight
 //     shared takes it up in about four seconds instead of thirteen. The rate
 //     grows to at most the cap in flight over the round trip.
-//     A decrease after a round trip whose answers were mostly rejections
-//     (more rejections than acceptances, and at least stormMinAccepted
-//     acceptances) sets the rate to what the queue accepted in it, lowering it
-//     by at most half: just after the first rejection of processes that
-//     started together, each paces at what the queue accepted while its bucket
-//     emptied, several times its share, and a tenth per round trip would take
-//     many round trips of rejections to reach it.
+//     A decrease a few round trips after the last, when most answers since
+//     were rejections (more rejections than acceptances, and at least
+//     stormMinAccepted acceptances), sets the rate a little below what the
+//     queue accepted since, but to no less than half the rate before it: just
+//     after the first rejection of processes that started together, each
+//     paces at what the queue accepted while its bucket emptied, several times
+//     its share, and a tenth per round trip would take many round trips of
+//     rejections to reach it.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.

@@ -104,17 +104,20 @@ const (
 	// 200 ms for about as many rejections.
 	probeMargin = 0.2
 	probeGrowth = 0.25
-	// stormMinAccepted and stormFloor: when more of the answers since the
-	// last decrease were rejections than acceptances, with at least
-	// stormMinAccepted acceptances among them, a decrease sets the rate to a
-	// little below what the queue accepted since (setPoint), lowering it to
-	// no less than stormFloor of itself. Measured without it
+	// stormMinAccepted, stormFloor, stormRounds and stormMinSpan: when the
+	// last decrease came at most stormRounds round trips ago (at least
+	// stormMinSpan), and more of the answers since were rejections than
+	// acceptances, with at least stormMinAccepted acceptances among them, a
+	// decrease sets the rate to a little below what the queue accepted since
+	// (setPoint), but to no less than stormFloor of the rate before it. Measured without it
 	// (adaptive_sim_test.go, medians of nine runs): eight processes of a
 	// 2,500-task job at 30 ms made 0.144 rejected attempts per task, of a
 	// 20,000-task job 0.033; with it 0.102 and 0.027. With stormMinAccepted 2,
 	// or a floor of 0.3, about the same.
 	stormMinAccepted = 4
 	stormFloor       = 0.5
+	stormRounds      = 4
+	stormMinSpan     = 100 * time.Millisecond
 	// minRate is the lowest rate, in creates per second.
 	minRate = 0.5
 	// maxGrowthStep bounds the time one success may credit to growth, so a

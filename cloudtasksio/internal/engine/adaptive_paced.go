@@ -76,14 +76,17 @@ func (q *queueLimit) decrease(at time.Time) {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
-		if q.roundRejected > q.roundAccepted && q.roundAccepted >= stormMinAccepted {
-			// Most answers since the last decrease were rejections: the
-			// process sends several times what the queue takes from it (a
-			// start with other processes, a burst). What the queue accepted
-			// since then is its share; a tenth a round trip would take many
-			// round trips of rejections to get down to it.
-			accepted := float64(q.roundAccepted) / at.Sub(q.decreasedAt).Seconds()
-			q.rate = min(q.rate, max(stormFloor*q.rate/decreaseFactor, setPoint*accepted))
+		since := at.Sub(q.decreasedAt)
+		if q.roundRejected > q.roundAccepted && q.roundAccepted >= stormMinAccepted && since <= max(stormRounds*q.rtt, stormMinSpan) {
+			// Most answers since the last decrease, a few round trips ago,
+			// were rejections: the process sends several times what the
+			// queue takes from it (a start with other processes, a burst).
+			// What the queue accepted since then is its share; a tenth a
+			// round trip would take many round trips of rejections to get
+			// down to it. (Over a longer span, a pause or an idle spell
+			// would count as time in which the queue took nothing.)
+			accepted := float64(q.roundAccepted) / since.Seconds()
+			q.rate = min(q.rate, max(stormFloor*q.ceiling, setPoint*accepted))
 		}
 		q.rate = max(q.rate, minRate)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
@@ -106,8 +109,9 @@ func (q *queueLimit) decrease(at time.Time) {
 // that shared it finished or scaled down, or it grew. (Processes that share a
 // quota take turns at its decreases, a second or so apart at eight: one whose
 // rate passed its ceiling in a peer's turn would probe, and the probes of
-// eight cost a third more rejections.) The rate then grows by a share of itself per round (a round
-// trip, at least slowStartRound) that starts at maxGrowthPerRound and doubles
+// eight cost a third more rejections.) The rate then grows by a share of
+// itself per round (a round trip, at least slowStartRound) that starts at
+// maxGrowthPerRound and doubles
 // every round, to probeGrowth: a process left alone with its peers' quota
 // takes it up within seconds, where growing by maxGrowthPerRound a round trip
 // it would take a minute at 200 ms, and a rate that passed its ceiling because

@@ -441,3 +441,41 @@ func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.
 		assert.InDelta(t, max(setPoint*accepted, stormFloor*before), after, 0.05*before)
 	})
 }
+
+func TestRejectionsBeforeALongSpellDoNotHalveTheRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Mostly rejections came back after the last decrease, then the process sent nothing
+		// for ten seconds (no work, or a RetryInfo pause). A rejection after that spell is
+		// not the storm the rejections before it were: read over the spell, what the queue
+		// accepted would be nearly nothing. The rate comes down by a tenth.
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		offer := func(n int) []permit {
+			ps := make([]permit, n)
+			for i := range ps {
+				ps[i] = acquireWhenAllowed(t, a)
+				time.Sleep(time.Until(ps[i].start))
+			}
+			return ps
+		}
+		ps := offer(20)
+		time.Sleep(rtt)
+		a.release(ps[0], outcomeThrottled, 0, time.Now())
+		before := a.Queue(testQueue).Rate
+		for i, p := range ps[1:] {
+			o := outcomeThrottled
+			if i%4 == 0 && i < 16 {
+				o = outcomeSucceeded
+			}
+			a.release(p, o, 0, time.Now())
+		}
+		time.Sleep(10 * time.Second)
+		p := offer(1)[0]
+		time.Sleep(rtt)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		after := a.Queue(testQueue).Rate
+		t.Logf("rate %.1f/s before the decrease, %.1f/s after", before, after)
+		assert.InDelta(t, decreaseFactor*before, after, 0.01*before)
+	})
+}

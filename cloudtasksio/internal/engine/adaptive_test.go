@@ -684,3 +684,24 @@ func TestThrottleReadsResourceExhaustedAndItsRetryInfo(t *testing.T) {
 		})
 	}
 }
+
+func TestAfterALongQuietSpellTheRateGrowsByAShareOfItself(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// With the probe out of reach (the rate the queue refused set far above), a rate that
+		// met no decrease for growthDoublings*growthDoubling grows by a share of itself, not of
+		// the smaller rate its first rejection set: by at least 80% a second here, where a
+		// share of the first rate would be about half that.
+		const rtt = 10 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		a.mu.Lock()
+		a.queues[testQueue].ceiling = math.Inf(1)
+		a.mu.Unlock()
+		growFor(t, a, rtt, 3*time.Second)
+		r3 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, time.Second)
+		fourth := a.Queue(testQueue).Rate/r3 - 1
+		t.Logf("grew %.0f%% in the fourth second, from %.0f/s (the first rejection set %.0f/s)", 100*fourth, r3, a.Queue(testQueue).Unit)
+		assert.Greater(t, fourth, 32*growthPerSecond*0.5)
+	})
+}
