@@ -111,7 +111,7 @@ func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
 	// maxGrowthPerRound of its rate a round trip, it took 13.1-13.3 s to reach 900/s at 200
 	// ms and 2.9-3.5 s at 30 ms (at ec35bd6); probing past the rate the queue last refused
 	// once no decrease came for growthDoublings*growthDoubling, it takes 3.5-4.4 s and
-	// 2.3-3.0 s.
+	// 2.1-3.0 s.
 	for rtt, limit := range map[time.Duration]time.Duration{30 * time.Millisecond: 4 * time.Second, 200 * time.Millisecond: 6 * time.Second} {
 		t.Run(rtt.String(), func(t *testing.T) {
 			r := takeUp(t, rtt, 125, 1000, 10*time.Second, 20*time.Second)
