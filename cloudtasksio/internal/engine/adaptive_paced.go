@@ -111,17 +111,15 @@ func (q *queueLimit) decrease(at time.Time) {
 // rate passed its ceiling in a peer's turn would probe, and the probes of
 // eight cost a third more rejections.) The rate then grows by a share of
 // itself per round (a round trip, at least slowStartRound) that starts at
-// maxGrowthPerRound and doubles
-// every round, to probeGrowth: a process left alone with its peers' quota
-// takes it up within seconds, where growing by maxGrowthPerRound a round trip
-// it would take a minute at 200 ms, and a rate that passed its ceiling because
-// a peer's decrease left it room for a moment is refused again while its
-// probe is still gentle.
+// maxGrowthPerRound and doubles every round, to probeGrowth: a process left
+// alone with the quota eight shared takes it up in about four seconds at 200
+// ms, where growing by maxGrowthPerRound a round trip it took thirteen, and a
+// rate that passed its ceiling while a peer's decrease left it room is
+// refused again while its probe is still gentle.
 func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
 	if q.ceiling == 0 || q.rate <= q.ceiling*(1+probeMargin) || at.Sub(q.decreasedAt) < growthDoublings*growthDoubling {
 		return 0
 	}
-
 	if q.probeFrom.IsZero() {
 		q.probeFrom = at
 	}
