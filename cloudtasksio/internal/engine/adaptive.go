@@ -13,16 +13,19 @@ import (
 // queue over its quota, and requests run out of attempts. Each queue's state
 // goes through two phases:
 //
-//   - Slow start. A queue no create has been rejected for starts with
-//     initialLimit create in flight, not with the cap: a worker process that
-//     starts, or a pipeline that starts many processes at once, does not send a
-//     whole cap's worth into a quota it knows nothing about. On top of the
-//     limit slow start grows, it lets initialRate creates a second through:
-//     initialRate times the round trip in flight once an answer tells the
-//     round trip, and before that initialRate times the time the first
-//     unanswered create has waited, up to maxUnanswered (the round trip is at
-//     least that long), so a long round trip does not start at one create per
-//     round trip. Every create that succeeds
+//   - Slow start. A queue no create has been rejected for starts with one
+//     create in flight, not with the cap: a worker process that starts, or a
+//     pipeline that starts many processes at once, does not send a whole cap's
+//     worth into a quota it knows nothing about. On top of the limit slow
+//     start grows from initialLimit (zero), it lets initialRate creates a
+//     second through: initialRate times the round trip in flight once an
+//     answer tells the round trip, and before that initialRate times the time
+//     the first unanswered create has waited, up to maxUnanswered (the round
+//     trip is at least that long), so a long round trip does not start at one
+//     create per round trip, and a short one does not start at one create in
+//     flight, 200 creates a second at 5 ms. One create may always be in
+//     flight; below one, the limit paces it over more than a round trip.
+//     Every create that succeeds
 //     while the limit was at least half used raises the limit by
 //     slowStartGrowth (one), and the creates of a round trip go out at 1 +
 //     slowStartGrowth times the limit's rate, so the limit doubles every round
@@ -127,7 +130,8 @@ func NewAdaptive() *Adaptive { return &Adaptive{} }
 type QueueLimit struct {
 	// Limit is the current concurrency limit as one engine sees it, between 1
 	// and Cap: in slow start the limit it grew plus its floor (initialRate
-	// times the round trip), at most Cap; once paced the
+	// times the round trip), at least 1 (one create may always be in flight)
+	// and at most Cap; once paced the
 	// creates the rate keeps in flight at the measured round trip (Rate times
 	// RTT, at least 1).
 	Limit float64
@@ -165,7 +169,7 @@ func (a *Adaptive) Queue(path string) QueueLimit {
 	if q == nil {
 		return QueueLimit{}
 	}
-	limit := min(q.slowStartLimit(time.Now()), float64(q.cap))
+	limit := max(1, min(q.slowStartLimit(time.Now()), float64(q.cap)))
 	if q.rate > 0 {
 		limit = min(float64(q.cap), max(1, q.rate*q.rtt.Seconds()))
 	}
@@ -234,7 +238,9 @@ func (a *Adaptive) queue(path string, cap int) *queueLimit {
 		a.queues[path] = q
 	}
 	if cap > q.cap {
-		if q.limit >= float64(q.cap) {
+		// At its cap (one create may always be in flight), the limit
+		// follows the cap up.
+		if max(q.limit, 1) >= float64(q.cap) {
 			q.limit = max(q.limit, float64(cap))
 		}
 		q.cap = cap
@@ -285,7 +291,9 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 			q.started = now
 		}
 		limit := q.slowStartLimit(now)
-		if float64(q.inFlight+1) > limit {
+		// One create may always be in flight: a limit below one paces a
+		// single create over more than a round trip.
+		if q.inFlight > 0 && float64(q.inFlight+1) > limit {
 			return permit{}, false, q.unansweredGrowth()
 		}
 		p.binding = float64(q.inFlight+1) >= limit/2

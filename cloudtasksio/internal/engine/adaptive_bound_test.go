@@ -50,9 +50,9 @@ func TestAdaptiveKeepsAtMostMaxQueuesAndNeverForgetsAQueueInUse(t *testing.T) {
 	p, ok, _ := a.acquire("q0", 100, time.Now())
 	require.True(t, ok)
 	got := a.Queue("q0")
-	assert.InDelta(t, float64(initialLimit), got.Limit, 0.1, "a forgotten queue starts afresh: its limit grows only with time until an answer")
-	got.Limit = initialLimit
-	assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 100, InFlight: 1}, got, "a forgotten queue starts afresh")
+	assert.InDelta(t, float64(atOnce), got.Limit, 0.1, "a forgotten queue starts afresh: its limit grows only with time until an answer")
+	got.Limit = atOnce
+	assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 100, InFlight: 1}, got, "a forgotten queue starts afresh")
 	a.release(p, outcomeOther, 0, time.Now())
 }
 
@@ -75,7 +75,7 @@ func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 
 		p, ok, _ = a.acquire("throttled", 100, time.Now())
 		require.True(t, ok, "it starts afresh")
-		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 100, InFlight: 1}, a.Queue("throttled"))
+		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 100, InFlight: 1}, a.Queue("throttled"))
 		a.release(p, outcomeSucceeded, 0, time.Now())
 	})
 }

@@ -9,12 +9,17 @@ import "time"
 // runs); docs/performance.md has the harness's figures.
 
 const (
-	// initialLimit is the concurrency limit a queue starts with in slow start,
-	// under the floor of initialRate. Measured with 4 (adaptive_sim_test.go):
-	// at 5 ms, 4 in flight are 800 creates/s, and eight processes that started
-	// at once made 0.056 rejected attempts per task over 20,000 tasks instead
-	// of 0.024.
-	initialLimit = 1
+	// initialLimit is the limit slow start grows from, under the floor of
+	// initialRate; one create may always be in flight, so a process starts at
+	// initialRate creates a second whatever the round trip. Measured with 1
+	// (adaptive_sim_test.go, medians of nine runs): at 5 ms one create in
+	// flight is 200 creates/s, and eight processes that started at once made
+	// 0.071 rejected attempts per task over 2,500 tasks instead of 0.045,
+	// 0.107 instead of 0.091 at 30 ms, and 0.022 instead of 0.019 over 20,000
+	// tasks at 5 ms; one process at 5 ms held 100.8% of a 2,500-task job's
+	// quota instead of 98.8%, and one at 200 ms rejected 0.142 instead of
+	// 0.155. (With 4: eight processes at 5 ms, 0.056 over 20,000 tasks.)
+	initialLimit = 0
 	// initialRate is the floor slow start adds to its limit: initialRate times
 	// the round trip in flight (20 at 200 ms, 0.5 at 5 ms). At 200 ms, one
 	// create in flight is 5 creates per second, which take eight round trips

@@ -259,11 +259,11 @@ func TestAThrottledQueueDoesNotHoldBackAnother(t *testing.T) {
 			require.NoError(t, e.Submit(ctx, requestTo(otherQueue, fmt.Sprint("o", i))))
 		}
 		synctest.Wait()
-		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 200, InFlight: initialLimit}, a.Queue(otherQueue))
+		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 200, InFlight: atOnce}, a.Queue(otherQueue))
 		require.NoError(t, e.Flush(ctx))
 		created, _, peak := free.counts(otherQueue)
 		assert.Equal(t, 50, created)
-		assert.Greater(t, peak, initialLimit, "the other queue's limit grew while its creates succeeded")
+		assert.Greater(t, peak, atOnce, "the other queue's limit grew while its creates succeeded")
 		assert.Zero(t, a.Queue(otherQueue).Decreases)
 		assert.Zero(t, a.Queue(otherQueue).Rate)
 		created, _, _ = f.counts(testQueue)
@@ -364,10 +364,10 @@ func TestAnAbandonedEngineGivesBackItsPermitsWhenItsCallsReturn(t *testing.T) {
 		a := NewAdaptive()
 		f := (&throttlingFake{latency: time.Second}).init()
 		e := New[string](f, adaptiveOptions(a), nil)
-		for i := range initialLimit {
+		for i := range atOnce {
 			require.NoError(t, e.Submit(context.Background(), requestTo(testQueue, fmt.Sprint(i))))
 		}
-		assert.Equal(t, initialLimit, a.Queue(testQueue).InFlight)
+		assert.Equal(t, atOnce, a.Queue(testQueue).InFlight)
 		time.Sleep(time.Second) // the engine is never flushed
 		synctest.Wait()
 		assert.Zero(t, a.Queue(testQueue).InFlight)

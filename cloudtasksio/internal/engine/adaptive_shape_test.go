@@ -41,7 +41,10 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 		// A quarter of a second's worth (maxUnanswered), then it waits for an answer.
 		require.Len(t, sent, initialLimit+25)
 		for i, at := range sent {
-			want := time.Duration(float64(max(i+1-initialLimit, 0))/initialRate*float64(time.Second)) + min(time.Duration(max(i+1-initialLimit, 0)), 1)*time.Microsecond
+			var want time.Duration // the first atOnce go at once
+			if i+1 > atOnce {
+				want = time.Duration(float64(i+1-initialLimit)/initialRate*float64(time.Second)) + time.Microsecond
+			}
 			require.Equal(t, want, at, "create %d", i)
 		}
 	})
@@ -52,13 +55,14 @@ func TestARejectionBeforeAnyAnswerPacesAtHalfOfWhatWasSentOverTheWait(t *testing
 		// A queue that rejects at once while the first creates are still in flight measures a
 		// round trip of a millisecond and no accepted rate. The rate starts at half of what is
 		// in flight over the time the first create has waited, not over that millisecond:
-		// about 60/s here, not 2,400/s, which a service that admits two creates at a time
+		// about 50/s here, not 2,400/s, which a service that admits two creates at a time
 		// would reject for many round trips.
 		a := NewAdaptive()
 		ps := takeAsLetThrough(t, a, testQueue, 1000, 5)
 		time.Sleep(time.Millisecond)
 		waited := time.Since(ps[0].start)
-		require.InDelta(t, 41*time.Millisecond, waited, float64(time.Millisecond))
+		// The fifth went when initialRate had let 5-initialLimit through since the first.
+		require.InDelta(t, time.Duration(float64(5-initialLimit)/initialRate*float64(time.Second))+time.Millisecond, waited, float64(time.Millisecond))
 		a.release(ps[4], outcomeThrottled, 0, time.Now())
 		got := a.Queue(testQueue)
 		assert.Equal(t, time.Millisecond, got.RTT, "the rejection's own round trip")
@@ -275,15 +279,15 @@ func TestAColdStartStoresAtMostAQuarterSecondsFloorInTheLimit(t *testing.T) {
 func TestAQueueWhoseCreatesWentUnansweredStartsItsWaitAfresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// A bundle's first create was cancelled (the bundle failed) and the queue is used again
-		// five minutes later: slow start lets initialLimit go at once, not the floor of a wait
+		// five minutes later: slow start lets atOnce go at once, not the floor of a wait
 		// that began five minutes ago.
 		a := NewAdaptive()
 		p := take(t, a, testQueue, 1000, 1)[0]
 		time.Sleep(time.Millisecond)
 		a.release(p, outcomeOther, 0, time.Now())
 		time.Sleep(5 * time.Minute)
-		take(t, a, testQueue, 1000, initialLimit)
-		assert.True(t, refused(a, testQueue, 1000), "only initialLimit at once")
+		take(t, a, testQueue, 1000, atOnce)
+		assert.True(t, refused(a, testQueue, 1000), "only atOnce at once")
 	})
 }
 
@@ -437,7 +441,7 @@ func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.
 		a.release(p, outcomeThrottled, 0, time.Now())
 		after := a.Queue(testQueue).Rate
 		t.Logf("rate %.1f/s before the decrease, %.1f/s after; %.1f/s accepted since the last decrease", before, after, accepted)
-		assert.Less(t, after, 0.6*before, "lowered by more than a tenth")
+		assert.Less(t, after, 0.8*before, "lowered by more than a tenth")
 		assert.InDelta(t, max(setPoint*accepted, stormFloor*before), after, 0.05*before)
 	})
 }

@@ -63,13 +63,17 @@ func refused(a *Adaptive, queue string, cap int) bool {
 	return !ok
 }
 
-// limitOf is the whole number of creates testQueue's limit lets through at once, initialLimit
-// for a queue not used yet.
+// atOnce is how many creates slow start lets go at once on a queue's first use: its first
+// limit, and one create may always be in flight.
+const atOnce = max(initialLimit, 1)
+
+// limitOf is the whole number of creates testQueue's limit lets through at once, one for a
+// queue not used yet.
 func limitOf(a *Adaptive) int {
 	if l := a.Queue(testQueue); l.Cap > 0 {
 		return int(l.Limit)
 	}
-	return initialLimit
+	return 1
 }
 
 // acquireWhenAllowed acquires a permit to testQueue (cap 1000), waiting, when acquire refuses
@@ -111,11 +115,11 @@ func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
 		const cap = 100
-		// A queue nobody has written to starts at initialLimit creates in flight, not at the cap:
+		// A queue nobody has written to starts at atOnce creates in flight, not at the cap:
 		// a process that starts does not send a cap's worth into a quota it knows nothing about.
-		first := take(t, a, testQueue, cap, initialLimit)
-		assert.True(t, refused(a, testQueue, cap), "create %d waits for the limit of %d", initialLimit+1, initialLimit)
-		assert.Equal(t, float64(initialLimit), a.Queue(testQueue).Limit)
+		first := take(t, a, testQueue, cap, atOnce)
+		assert.True(t, refused(a, testQueue, cap), "create %d waits for the limit of %d", atOnce+1, atOnce)
+		assert.Equal(t, float64(atOnce), a.Queue(testQueue).Limit)
 
 		// Each success of a create sent while at least half of the limit was in use adds
 		// slowStartGrowth (scaled by the round trip below slowStartRound), and the limit has
@@ -124,7 +128,7 @@ func TestSlowStartBeginsSmallAndGrowsOnlyWhileCreatesSucceed(t *testing.T) {
 		time.Sleep(rtt)
 		succeedAll(a, first)
 		got := a.Queue(testQueue)
-		assert.InDelta(t, float64(initialLimit)*(1+slowStartGrowthOf(rtt))+initialRate*rtt.Seconds(), got.Limit, 1e-9)
+		assert.InDelta(t, float64(initialLimit)+atOnce*slowStartGrowthOf(rtt)+initialRate*rtt.Seconds(), got.Limit, 1e-9)
 		assert.Equal(t, rtt, got.RTT, "the round trip is measured")
 		assert.Zero(t, got.Rate, "no rejection yet: not paced")
 
@@ -149,10 +153,11 @@ func TestSlowStartPacesUpToTheCapAndBoundsTheProcessBeyondIt(t *testing.T) {
 			succeedAll(a, ps)
 			rounds++
 		}
-		// From initialLimit plus the floor of initialRate over the round trip (1 + 24) to 50
-		// in one or two round trips: the limit doubles every round trip.
-		assert.GreaterOrEqual(t, rounds, 1)
-		assert.LessOrEqual(t, rounds, 3)
+		// One create in the first round trip (nothing tells the round trip yet), then from what
+		// it grew plus the floor of initialRate over the round trip (24) to 50 in one or two
+		// more: the limit doubles every round trip.
+		assert.GreaterOrEqual(t, rounds, 2)
+		assert.LessOrEqual(t, rounds, 3+atOnce-initialLimit)
 		assert.Equal(t, float64(cap), a.Queue(testQueue).Limit, "an engine sees at most its cap")
 		limit := slowStartBound(a)
 		assert.GreaterOrEqual(t, limit, float64(cap))
@@ -350,7 +355,7 @@ func TestAtShortRoundTripsSlowStartDoublesAtMostOncePerSlowStartRound(t *testing
 		return took
 	}
 	short, long := reach(5*time.Millisecond), reach(slowStartRound)
-	t.Logf("from %d to 64 creates in flight: %v at 5 ms, %v at %v", initialLimit, short, long, slowStartRound)
+	t.Logf("from %d to 64 creates in flight: %v at 5 ms, %v at %v", atOnce, short, long, slowStartRound)
 	// Four doublings. Unscaled, 5 ms would take a fifth of the time 25 ms takes.
 	assert.Greater(t, short, long/2)
 	assert.Less(t, short, 2*long)
@@ -363,10 +368,10 @@ func TestAtLongRoundTripsSlowStartBeginsAtInitialRate(t *testing.T) {
 		// a quota of 1,000/s takes eight round trips. Once the first answer tells the round
 		// trip, the limit has a floor of initialRate over it on top of what slow start grew.
 		a := NewAdaptive()
-		first := take(t, a, testQueue, 1000, initialLimit)
+		first := take(t, a, testQueue, 1000, atOnce)
 		time.Sleep(200 * time.Millisecond)
 		succeedAll(a, first)
-		grown := float64(initialLimit) * (1 + slowStartGrowth)
+		grown := float64(initialLimit) + atOnce*slowStartGrowth
 		assert.Equal(t, grown+initialRate*0.2, a.Queue(testQueue).Limit)
 
 		// The floor follows the smoothed round trip and is never stored: when a slow first
@@ -385,10 +390,10 @@ func TestAtLongRoundTripsSlowStartBeginsAtInitialRate(t *testing.T) {
 
 		// At 30 ms the floor is 3 in flight.
 		b := NewAdaptive()
-		first = take(t, b, testQueue, 1000, initialLimit)
+		first = take(t, b, testQueue, 1000, atOnce)
 		time.Sleep(30 * time.Millisecond)
 		succeedAll(b, first)
-		assert.InDelta(t, float64(initialLimit)*(1+slowStartGrowthOf(30*time.Millisecond))+initialRate*0.03, b.Queue(testQueue).Limit, 1e-9)
+		assert.InDelta(t, float64(initialLimit)+atOnce*slowStartGrowthOf(30*time.Millisecond)+initialRate*0.03, b.Queue(testQueue).Limit, 1e-9)
 	})
 }
 
@@ -397,7 +402,7 @@ func TestSlowStartGrowsWhenAnswersComeBackAtOnce(t *testing.T) {
 		// A creator that answers within the same instant (an in-memory fake, a coarse clock)
 		// gives no round trip sample; slow start must still grow by whole steps then.
 		a := NewAdaptive()
-		for range 10 {
+		for range 10 + atOnce - initialLimit {
 			succeedAll(a, take(t, a, testQueue, 1000, limitOf(a)))
 		}
 		assert.Zero(t, a.Queue(testQueue).RTT)
@@ -564,10 +569,10 @@ func TestARateThatPassedItsCeilingSoonAfterADecreaseDoesNotProbe(t *testing.T) {
 func TestFailuresOtherThanResourceExhaustedLeaveTheLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		for _, p := range take(t, a, testQueue, 10, initialLimit) {
+		for _, p := range take(t, a, testQueue, 10, atOnce) {
 			a.release(p, outcomeOther, 0, time.Now())
 		}
-		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 10}, a.Queue(testQueue))
+		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 10}, a.Queue(testQueue))
 	})
 }
 
@@ -609,11 +614,11 @@ func TestTheLimitIsSharedWithinAnAdaptiveAndIndependentAcrossQueues(t *testing.T
 
 		// Another queue of the same Adaptive, and the same queue of another one, are untouched.
 		assert.Equal(t, QueueLimit{}, a.Queue(otherQueue))
-		take(t, a, otherQueue, 8, initialLimit)
-		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 8, InFlight: initialLimit}, a.Queue(otherQueue))
+		take(t, a, otherQueue, 8, atOnce)
+		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 8, InFlight: atOnce}, a.Queue(otherQueue))
 		other := NewAdaptive()
-		take(t, other, testQueue, 8, initialLimit)
-		assert.Equal(t, QueueLimit{Limit: initialLimit, Cap: 8, InFlight: initialLimit}, other.Queue(testQueue))
+		take(t, other, testQueue, 8, atOnce)
+		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 8, InFlight: atOnce}, other.Queue(testQueue))
 	})
 }
 
