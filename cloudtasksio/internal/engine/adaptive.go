@@ -81,8 +81,7 @@ import (
 //     has room it had not then, and the rate probes for it: it grows by a
 //     share of itself per round trip that doubles every round trip, up to
 //     probeGrowth (probe). At 200 ms a process left alone with the quota eight
-//     shared takes it up in about four seconds instead of thirteen. The rate
-//     grows to at most the cap in flight over the round trip.
+//     shared takes it up in about four seconds instead of thirteen.
 //     A decrease a few round trips after the last, when most answers since
 //     were rejections (more rejections than acceptances, and at least
 //     stormMinAccepted acceptances), sets the rate a little below what the
@@ -200,10 +199,10 @@ type queueLimit struct {
 	pacedAt time.Time
 	// ceiling is the rate the queue last refused: the rate the last
 	// decrease lowered, or the accepted rate the first rejection read.
-	// probeFrom is when the rate last passed probeMargin above it without a
-	// decrease since; zero while it has not.
-	ceiling   float64
-	probeFrom time.Time
+	ceiling float64
+	// probeAge is the growth time credited to the probe since the last
+	// decrease (queueLimit.probe).
+	probeAge time.Duration
 	// roundAccepted and roundRejected count the answers that came back
 	// since the last decrease.
 	roundAccepted, roundRejected int

@@ -29,14 +29,10 @@ func (q *queueLimit) grow(at time.Time) {
 	if quiet >= growthDoublings*growthDoubling {
 		base = max(base, q.rate)
 	}
-	grown := q.rate + max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
-	if q.rtt > 0 {
-		// No further than the cap in flight over the round trip, the
-		// most slow start lets the process have: beyond it the
-		// engines' MaxInFlight, not the quota, holds creates back.
-		grown = min(grown, max(q.rate, float64(q.cap)/q.rtt.Seconds()))
-	}
-	q.rate = grown
+	// Only a create the rate held back grows it: once the engines cannot
+	// send faster (their MaxInFlight holds them back, or there is no more
+	// work), no slot lies ahead of its create and the rate stops growing.
+	q.rate += max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
 	q.grown = at
 }
 
@@ -96,7 +92,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		}
 	}
 	q.grown, q.decreasedAt = at, at
-	q.probeFrom = time.Time{}
+	q.probeAge = 0
 	q.roundAccepted, q.roundRejected = 0, 0
 	q.roundStart = q.sent
 	q.decreases++
@@ -111,7 +107,9 @@ func (q *queueLimit) decrease(at time.Time) {
 // rate passed its ceiling in a peer's turn would probe, and the probes of
 // eight cost a third more rejections.) The rate then grows by a share of
 // itself per round (a round trip, at least slowStartRound) that starts at
-// maxGrowthPerRound and doubles every round, to probeGrowth: a process left
+// maxGrowthPerRound and doubles with every round of growth credited to it
+// (time in which no create was held back does not count, so a lull does not
+// bring the probe back at full strength), to probeGrowth: a process left
 // alone with the quota eight shared takes it up in about four seconds at 200
 // ms, where growing by maxGrowthPerRound a round trip it took thirteen, and a
 // rate that passed its ceiling while a peer's decrease left it room is
@@ -120,10 +118,8 @@ func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
 	if q.ceiling == 0 || q.rate <= q.ceiling*(1+probeMargin) || at.Sub(q.decreasedAt) < growthDoublings*growthDoubling {
 		return 0
 	}
-	if q.probeFrom.IsZero() {
-		q.probeFrom = at
-	}
 	round := max(q.rtt, slowStartRound)
-	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(at.Sub(q.probeFrom).Seconds()/round.Seconds()))
+	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(q.probeAge.Seconds()/round.Seconds()))
+	q.probeAge += step
 	return q.rate * share * step.Seconds() / round.Seconds()
 }

@@ -117,20 +117,28 @@ func pacedAlike(t *testing.T, rtt time.Duration, as ...*Adaptive) float64 {
 	return rate
 }
 
-// growFor offers creates to testQueue of a faster than its rate for d, each succeeding a round
-// trip after its start, and returns by how much the rate grew.
+// growForInFlight is how many creates growFor has in flight at most, as engines' MaxInFlight
+// bounds them.
+const growForInFlight = 1000
+
+// growFor offers creates to testQueue of a faster than its rate for d, at most growForInFlight
+// at a time, each succeeding a round trip after its start, and returns by how much the rate
+// grew.
 func growFor(t *testing.T, a *Adaptive, rtt, d time.Duration) float64 {
 	t.Helper()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	inFlight := make(chan struct{}, growForInFlight)
 	before := a.Queue(testQueue).Rate
 	start := time.Now()
 	for time.Since(start) < d {
+		inFlight <- struct{}{}
 		p := acquireWhenAllowed(t, a)
 		time.Sleep(time.Until(p.start))
 		wg.Go(func() {
 			time.Sleep(rtt)
 			a.release(p, outcomeSucceeded, 0, time.Now())
+			<-inFlight
 		})
 	}
 	return a.Queue(testQueue).Rate - before
@@ -230,7 +238,10 @@ func TestADecreaseAfterALongQuietSpellGrowsFromTheRateItFound(t *testing.T) {
 		throttleAfter(t, a, 30, rtt)
 		unit := a.Queue(testQueue).Rate
 		firstSecond := growFor(t, a, rtt, time.Second) / unit
-		growFor(t, a, rtt, 4*time.Second)
+		// Past growthDoublings*growthDoubling without a decrease, and not so long that the rate
+		// reaches what growFor's engines can send (then no create waits for its slot and the
+		// rate cannot grow after the decrease either).
+		growFor(t, a, rtt, 2*time.Second)
 		require.Greater(t, a.Queue(testQueue).Rate, 3*unit, "grown into a free quota")
 
 		p := acquireWhenAllowed(t, a)

@@ -24,11 +24,12 @@ type takeUpResult struct {
 }
 
 // takeUp runs one worker process of sixteen engines writing to testQueue without end, at a
-// round trip of rtt, against a quota of before creates per second (its share of a quota it
+// round trip of rtt, each engine with maxInFlight creates in flight at most, against a quota of
+// before creates per second (its share of a quota it
 // shares with others) until it is paced near it; at settle the quota becomes after (the others
 // finished, or scaled down). It measures how long the process takes to take up the new quota,
 // watching for at most watch.
-func takeUp(t *testing.T, rtt time.Duration, before, after float64, settle, watch time.Duration) (r takeUpResult) {
+func takeUp(t *testing.T, rtt time.Duration, maxInFlight int, before, after float64, settle, watch time.Duration) (r takeUpResult) {
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
 		f := (&throttlingFake{perSecond: before, burst: before / 10, latency: rtt, slowRejection: true}).init()
@@ -52,7 +53,7 @@ func takeUp(t *testing.T, rtt time.Duration, before, after float64, settle, watc
 		for i := range 16 {
 			wg.Go(func() {
 				o := adaptiveOptions(a)
-				o.MaxInFlight = 1000
+				o.MaxInFlight = maxInFlight
 				for b := 0; !stop.Load(); b++ {
 					e := New[string](creator, o, nil)
 					for j := range 500 {
@@ -114,7 +115,7 @@ func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
 	// 2.1-3.0 s.
 	for rtt, limit := range map[time.Duration]time.Duration{30 * time.Millisecond: 4 * time.Second, 200 * time.Millisecond: 6 * time.Second} {
 		t.Run(rtt.String(), func(t *testing.T) {
-			r := takeUp(t, rtt, 125, 1000, 10*time.Second, 20*time.Second)
+			r := takeUp(t, rtt, 1000, 125, 1000, 10*time.Second, 20*time.Second)
 			t.Logf("round trip %v: 90%% of the new quota after %v, %d rejected attempts for %d created in the %v after the change", rtt, r.took, r.rejected, r.created, 20*time.Second)
 			t.Logf("created and rejected per second, the change at %v: %v", 10*time.Second, r.perSecond)
 			assert.Less(t, float64(r.rejected), 0.05*float64(r.created), "taking up the quota is not a storm of rejections")
@@ -123,21 +124,33 @@ func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
 			}
 		})
 	}
+	// Sixteen engines of 20 creates in flight each can send 1,600 a second at 200 ms, more
+	// than one engine's MaxInFlight over the round trip (100 a second): the rate grows past
+	// that into the quota.
+	t.Run("200ms/MaxInFlight=20", func(t *testing.T) {
+		r := takeUp(t, 200*time.Millisecond, 20, 125, 1000, 10*time.Second, 20*time.Second)
+		t.Logf("90%% of the new quota after %v, %d rejected attempts for %d created", r.took, r.rejected, r.created)
+		if assert.GreaterOrEqual(t, r.took, time.Duration(0), "the process never took up the quota") {
+			assert.Less(t, r.took, 6*time.Second)
+		}
+	})
 }
 
-func TestThePacedRateGrowsNoFurtherThanTheCapsWorthInFlight(t *testing.T) {
+func TestThePacedRateStopsGrowingWhenTheEnginesCannotSendFaster(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// Nothing refuses the creates: the rate grows, and probes past the rate the queue
-		// refused, but no further than the cap (1,000 in flight) over the round trip, the
-		// most slow start lets a process have. Without that bound it grew to 43,117/s here,
-		// and would grow by a quarter every round trip for as long as creates kept coming.
+		// Nothing refuses the creates, and the rate grows and probes past the rate the queue
+		// refused; but the engines have at most growForInFlight creates in flight, 10,000 a
+		// second at 100 ms. Past that no create waits for its slot, and only a create the rate
+		// held back grows it: the rate stops near what the engines can send instead of growing
+		// by a quarter every round trip.
 		const rtt = 100 * time.Millisecond
 		a := NewAdaptive()
 		throttleAfter(t, a, 30, rtt)
 		growFor(t, a, rtt, 8*time.Second)
 		st := a.Queue(testQueue)
-		t.Logf("rate %.0f/s after 8 s of successes, cap %d, round trip %v", st.Rate, st.Cap, st.RTT)
-		assert.Greater(t, st.Rate, 0.5*float64(st.Cap)/st.RTT.Seconds(), "the rate probed towards the cap")
-		assert.LessOrEqual(t, st.Rate, 1.1*float64(st.Cap)/st.RTT.Seconds())
+		most := growForInFlight / rtt.Seconds()
+		t.Logf("rate %.0f/s after 8 s of successes; the engines send at most %.0f/s", st.Rate, most)
+		assert.Greater(t, st.Rate, 0.5*most, "the rate probed towards what the engines can send")
+		assert.Less(t, st.Rate, 1.5*most)
 	})
 }
