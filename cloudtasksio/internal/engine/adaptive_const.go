@@ -97,7 +97,7 @@ const (
 	// and doubles every round, up to probeGrowth (queueLimit.probe). Measured
 	// without the probe (adaptive_takeup_test.go: one process paced at 125/s
 	// is left alone with a quota of 1,000/s): it reached 900/s after 13.1 to
-	// 13.3 s at 200 ms and 2.9 to 3.5 s at 30 ms; with it, after 3.5 to 4.4 s
+	// 13.3 s at 200 ms and 2.9 to 3.5 s at 30 ms; with it, after 3.5 to 4.6 s
 	// and 2.1 to 3.0 s, for 0.027 to 0.029 rejected attempts per task over the
 	// 20 s after the change at 200 ms instead of 0.012 to 0.016 (about 400
 	// more, where the rate passes the new quota). Measured probing as soon as

@@ -111,7 +111,7 @@ func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
 	// share of 125/s, is left alone with the whole quota. Growing by at most
 	// maxGrowthPerRound of its rate a round trip, it took 13.1-13.3 s to reach 900/s at 200
 	// ms and 2.9-3.5 s at 30 ms (at ec35bd6); probing past the rate the queue last refused
-	// once no decrease came for growthDoublings*growthDoubling, it takes 3.5-4.4 s and
+	// once no decrease came for growthDoublings*growthDoubling, it takes 3.5-4.6 s and
 	// 2.1-3.0 s.
 	for rtt, limit := range map[time.Duration]time.Duration{30 * time.Millisecond: 4 * time.Second, 200 * time.Millisecond: 6 * time.Second} {
 		t.Run(rtt.String(), func(t *testing.T) {
