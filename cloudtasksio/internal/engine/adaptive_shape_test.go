@@ -411,6 +411,41 @@ func TestAFewAcceptancesAfterTheFirstRejectionDoNotSteerTheRate(t *testing.T) {
 	})
 }
 
+// offerPaced acquires n permits to testQueue of a, waiting for each one's paced start.
+func offerPaced(t *testing.T, a *Adaptive, n int) []permit {
+	t.Helper()
+	ps := make([]permit, n)
+	for i := range ps {
+		ps[i] = acquireWhenAllowed(t, a)
+		time.Sleep(time.Until(ps[i].start))
+	}
+	return ps
+}
+
+// stormRound paces testQueue of a after a first rejection at round trip rtt, then answers a
+// round trip's 20 creates: the first answer, a rejection, makes the second decrease (a tenth:
+// nothing yet says by how much the rate is over), then accepted of the other 19 (at most 8,
+// spread among the first 16) succeed and the rest are rejections. It returns the rate that
+// decrease set and when it came.
+func stormRound(t *testing.T, a *Adaptive, rtt time.Duration, accepted int) (float64, time.Time) {
+	t.Helper()
+	require.True(t, accepted > 0 && accepted <= 8 && 16%accepted == 0, "accepted %d", accepted)
+	throttleAfter(t, a, 30, rtt)
+	ps := offerPaced(t, a, 20)
+	time.Sleep(rtt)
+	a.release(ps[0], outcomeThrottled, 0, time.Now())
+	second := time.Now()
+	rate := a.Queue(testQueue).Rate
+	for i, p := range ps[1:] {
+		o := outcomeThrottled
+		if i%(16/accepted) == 0 && i < 16 {
+			o = outcomeSucceeded
+		}
+		a.release(p, o, 0, time.Now())
+	}
+	return rate, second
+}
+
 func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Just after the first rejection, eight processes that started at once each pace at
@@ -421,32 +456,9 @@ func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.
 		// instead of by a tenth: at a tenth per round trip the storm lasts many round trips.
 		const rtt = 100 * time.Millisecond
 		a := NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
-		offer := func(n int) []permit {
-			ps := make([]permit, n)
-			for i := range ps {
-				ps[i] = acquireWhenAllowed(t, a)
-				time.Sleep(time.Until(ps[i].start))
-			}
-			return ps
-		}
-		// A round trip's creates: the first answer, a rejection, makes the second decrease
-		// (a tenth: nothing yet says by how much the rate is over); then 8 acceptances and
-		// 11 rejections come back.
-		ps := offer(20)
-		time.Sleep(rtt)
-		a.release(ps[0], outcomeThrottled, 0, time.Now())
-		second := time.Now()
-		before := a.Queue(testQueue).Rate
-		for i, p := range ps[1:] {
-			o := outcomeThrottled
-			if i%2 == 0 && i < 16 {
-				o = outcomeSucceeded
-			}
-			a.release(p, o, 0, time.Now())
-		}
+		before, second := stormRound(t, a, rtt, 8)
 		// The next round trip's first rejection.
-		p := offer(1)[0]
+		p := offerPaced(t, a, 1)[0]
 		time.Sleep(rtt)
 		accepted := 8 / time.Since(second).Seconds()
 		a.release(p, outcomeThrottled, 0, time.Now())
@@ -465,28 +477,9 @@ func TestRejectionsBeforeALongSpellDoNotHalveTheRate(t *testing.T) {
 		// accepted would be nearly nothing. The rate comes down by a tenth.
 		const rtt = 100 * time.Millisecond
 		a := NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
-		offer := func(n int) []permit {
-			ps := make([]permit, n)
-			for i := range ps {
-				ps[i] = acquireWhenAllowed(t, a)
-				time.Sleep(time.Until(ps[i].start))
-			}
-			return ps
-		}
-		ps := offer(20)
-		time.Sleep(rtt)
-		a.release(ps[0], outcomeThrottled, 0, time.Now())
-		before := a.Queue(testQueue).Rate
-		for i, p := range ps[1:] {
-			o := outcomeThrottled
-			if i%4 == 0 && i < 16 {
-				o = outcomeSucceeded
-			}
-			a.release(p, o, 0, time.Now())
-		}
+		before, _ := stormRound(t, a, rtt, 4)
 		time.Sleep(10 * time.Second)
-		p := offer(1)[0]
+		p := offerPaced(t, a, 1)[0]
 		time.Sleep(rtt)
 		a.release(p, outcomeThrottled, 0, time.Now())
 		after := a.Queue(testQueue).Rate

@@ -482,6 +482,28 @@ func TestTheAcceptedRateOfASmallShareIsReadOverEnoughAcceptances(t *testing.T) {
 	})
 }
 
+// probeAboveOf is the rate past which testQueue of a probes: probeMargin above the rate the
+// queue last refused.
+func probeAboveOf(a *Adaptive) float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queues[testQueue].ceiling * (1 + probeMargin)
+}
+
+// fastestGrowthUntilQuiet offers creates to testQueue of a (growFor) in spans of step until
+// growthDoublings*growthDoubling have passed since the decrease at decreased, and returns the
+// largest growth of the rate in one span, as a share of the rate.
+func fastestGrowthUntilQuiet(t *testing.T, a *Adaptive, rtt, step time.Duration, decreased time.Time) float64 {
+	t.Helper()
+	var fastest float64
+	for time.Since(decreased)+step < growthDoublings*growthDoubling {
+		r0 := a.Queue(testQueue).Rate
+		growFor(t, a, rtt, step)
+		fastest = max(fastest, a.Queue(testQueue).Rate/r0-1)
+	}
+	return fastest
+}
+
 func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 	// A process whose peers finished leaves a quota free that its rate must grow into: the
 	// growth per second doubles with every growthDoubling without a decrease, and once the
@@ -517,17 +539,9 @@ func TestAQueueLongFreeOfRejectionsGrowsItsRateFaster(t *testing.T) {
 		const rtt = 200 * time.Millisecond
 		a := NewAdaptive()
 		decreased := throttleAfter(t, a, 30, rtt)
-		a.mu.Lock()
-		probeAbove := a.queues[testQueue].ceiling * (1 + probeMargin)
-		a.mu.Unlock()
-		var fastest float64
-		for time.Since(decreased)+rtt < growthDoublings*growthDoubling {
-			r0 := a.Queue(testQueue).Rate
-			growFor(t, a, rtt, rtt)
-			r1 := a.Queue(testQueue).Rate
-			assert.Less(t, r1/r0-1, 1.2*maxGrowthPerRound, "grew %.1f%% in the round trip %v after the decrease", 100*(r1/r0-1), time.Since(decreased))
-			fastest = max(fastest, r1/r0-1)
-		}
+		probeAbove := probeAboveOf(a)
+		fastest := fastestGrowthUntilQuiet(t, a, rtt, rtt, decreased)
+		assert.Less(t, fastest, 1.2*maxGrowthPerRound, "grew %.1f%% in a round trip", 100*fastest)
 		assert.Greater(t, fastest, 2*growthPerSecond*rtt.Seconds(), "the growth doubled")
 		r0 := a.Queue(testQueue).Rate
 		growFor(t, a, rtt, 10*rtt)
@@ -547,20 +561,13 @@ func TestARateThatPassedItsCeilingSoonAfterADecreaseDoesNotProbe(t *testing.T) {
 		const rtt = 20 * time.Millisecond
 		a := NewAdaptive()
 		decreased := throttleAfter(t, a, 30, rtt)
-		a.mu.Lock()
-		probeAbove := a.queues[testQueue].ceiling * (1 + probeMargin)
-		a.mu.Unlock()
+		probeAbove := probeAboveOf(a)
 		for a.Queue(testQueue).Rate <= probeAbove {
 			growFor(t, a, rtt, slowStartRound)
 		}
 		passed := time.Since(decreased)
 		require.Less(t, passed+2*slowStartRound, growthDoublings*growthDoubling, "the rate passed its ceiling soon after the decrease")
-		var fastest float64
-		for time.Since(decreased)+slowStartRound < growthDoublings*growthDoubling {
-			r0 := a.Queue(testQueue).Rate
-			growFor(t, a, rtt, slowStartRound)
-			fastest = max(fastest, a.Queue(testQueue).Rate/r0-1)
-		}
+		fastest := fastestGrowthUntilQuiet(t, a, rtt, slowStartRound, decreased)
 		t.Logf("passed the ceiling and margin %v after the decrease; grew by at most %.1f%% a slowStartRound until %v", passed, 100*fastest, growthDoublings*growthDoubling)
 		assert.Less(t, fastest, 1.1*float64(1<<growthDoublings)*growthPerSecond*slowStartRound.Seconds())
 	})
