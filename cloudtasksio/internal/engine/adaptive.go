@@ -84,7 +84,7 @@ import (
 //     shared takes it up in about four seconds instead of thirteen.
 //     A decrease a few round trips after the last, when most answers since
 //     were rejections (more rejections than acceptances, and at least
-//     stormMinAccepted acceptances), sets the rate a little below what the
+//     stormMinRejected rejections), sets the rate a little below what the
 //     queue accepted since, but to no less than half the rate before it: just
 //     after the first rejection of processes that started together, each
 //     paces at what the queue accepted while its bucket emptied, several times

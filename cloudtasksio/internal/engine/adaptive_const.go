@@ -119,7 +119,7 @@ const (
 	// 2,500-task job at 30 ms made 0.144 rejected attempts per task, of a
 	// 20,000-task job 0.033; with it 0.102 and 0.027. With stormMinAccepted 2,
 	// or a floor of 0.3, about the same.
-	stormMinAccepted = 4
+	stormMinRejected = 4
 	stormFloor       = 0.5
 	stormRounds      = 4
 	stormMinSpan     = 100 * time.Millisecond

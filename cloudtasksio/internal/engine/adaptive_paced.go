@@ -73,15 +73,23 @@ func (q *queueLimit) decrease(at time.Time) {
 			}
 		}
 		since := at.Sub(q.decreasedAt)
-		if q.roundRejected > q.roundAccepted && q.roundAccepted >= stormMinAccepted && since <= max(stormRounds*q.rtt, stormMinSpan) {
+		if q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected && since <= max(stormRounds*q.rtt, stormMinSpan) {
 			// Most answers since the last decrease, a few round trips ago,
 			// were rejections: the process sends several times what the
 			// queue takes from it (a start with other processes, a burst).
 			// What the queue accepted since then is its share; a tenth a
 			// round trip would take many round trips of rejections to get
-			// down to it. (Over a longer span, a pause or an idle spell
+			// down to it. However few the acceptances are: a process the
+			// queue refused nearly everything comes down furthest (to
+			// half), not by a tenth. (Over a longer span, a pause or an idle spell
 			// would count as time in which the queue took nothing.)
-			accepted := float64(q.roundAccepted) / since.Seconds()
+			// At the very instant of the last decrease (answers that
+			// came back together) nothing was accepted over no time:
+			// the floor, not 0/0.
+			accepted := 0.0
+			if since > 0 {
+				accepted = float64(q.roundAccepted) / since.Seconds()
+			}
 			q.rate = min(q.rate, max(stormFloor*q.ceiling, setPoint*accepted))
 		}
 		q.rate = max(q.rate, minRate)

@@ -487,3 +487,23 @@ func TestRejectionsBeforeALongSpellDoNotHalveTheRate(t *testing.T) {
 		assert.InDelta(t, decreaseFactor*before, after, 0.01*before)
 	})
 }
+
+func TestARoundOfNearlyOnlyRejectionsLowersTheRateFurthest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The queue refused nearly every create of the round trip after the last decrease:
+		// two acceptances among nineteen answers. The process sends several times what the
+		// queue takes from it, more so than one that had eight accepted, so it comes down at
+		// least as far: to half of its rate, not by a tenth. (Counting acceptances before
+		// calling a round a storm let the process the queue refused most come down least; in
+		// the start-up simulation those processes kept their rates while their peers halved.)
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		before, _ := stormRound(t, a, rtt, 2)
+		p := offerPaced(t, a, 1)[0]
+		time.Sleep(rtt)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		after := a.Queue(testQueue).Rate
+		t.Logf("rate %.1f/s before the decrease, %.1f/s after", before, after)
+		assert.InDelta(t, stormFloor*before, after, 0.01*before)
+	})
+}
