@@ -127,7 +127,7 @@ const (
 	// 319 to 288/s with 2 acceptances and 14 rejections, 319 to 162/s with 5
 	// and 11). Measured both ways (medians of fifteen runs): eight processes
 	// of a 2,500-task job at 30 ms, 0.093 (0.084-0.115) rejected attempts per
-	// task with acceptances counted, 0.088 (0.079-0.090) with rejections; 8
+	// task with acceptances counted, 0.086 (0.081-0.093) with rejections; 8
 	// rejections instead of 4, 0.090. The other cases moved within their
 	// spread.
 	stormMinRejected = 4
