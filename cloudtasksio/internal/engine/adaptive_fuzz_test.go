@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// FuzzAdaptiveStateStaysSane drives an Adaptive through any sequence of grants, answers (created,
+// throttled with or without a RetryInfo delay, failed or cancelled) and steps of time, over three
+// queues of which it keeps two, and checks after every step what the engines rely on: the rate,
+// limit and unit are finite numbers in their ranges, the creates in flight are the permits not
+// given back, a granted create starts now or at a slot not far ahead, and a refused one is told
+// a time to ask again that lies ahead, never one already past (its engine would ask again at
+// once, forever), or to wait for a release only while a create is in flight (else it would wait
+// forever). A rate of NaN passed all of these tests but
+// one: a storm decrease read 0 acceptances over 0 seconds when every answer of a round came
+// back in the instant of the decrease.
+//
+// Each step is three bytes: the operation and queue, then two arguments.
+func FuzzAdaptiveStateStaysSane(f *testing.F) {
+	// Slow start, answers a round trip later, then rejections in one instant and time steps.
+	f.Add([]byte{0, 200, 0, 0, 200, 0, 0, 200, 0, 2, 30, 3, 1, 0, 1, 1, 0, 1, 0, 200, 0, 0, 200, 0,
+		2, 30, 3, 1, 0, 2, 1, 0, 2, 1, 0, 2, 0, 200, 0, 1, 0, 2, 1, 0, 2, 2, 1, 4, 0, 7, 0})
+	// Rejections with RetryInfo delays, cancellations before a paced slot, and a second queue.
+	f.Add([]byte{0, 9, 0, 4, 9, 0, 3, 5, 0, 1, 0, 0x82, 0, 9, 0, 0, 9, 0, 1, 0, 0, 5, 1, 2, 2, 1,
+		200, 3, 0, 1, 8, 0, 1, 8, 0, 2, 4, 255, 0, 255, 0})
+	// Many grants and a long silence, then answers long after.
+	f.Add([]byte{0, 255, 0, 0, 255, 0, 0, 255, 0, 0, 255, 0, 2, 4, 120, 3, 1, 7, 3, 0, 7, 1, 1, 2,
+		1, 2, 1, 0, 255, 0})
+	queues := []string{testQueue, testQueue + "-b", testQueue + "-c"}
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		a := NewAdaptive()
+		a.MaxQueues = 2
+		now := time.Now()
+		held := map[string][]permit{}
+		for i := 0; i+2 < len(ops) && i < 3*4000; i += 3 {
+			op, x, y := ops[i], ops[i+1], ops[i+2]
+			path := queues[int(op>>2)%len(queues)]
+			switch op % 4 {
+			case 0: // a create asks to go
+				p, ok, until := a.acquire(path, 1+int(x)*4, now)
+				switch {
+				case ok && (p.start.Before(now) || p.start.After(now.Add(time.Minute))):
+					t.Fatalf("step %d: granted to start %v after now; state %+v", i/3, p.start.Sub(now), a.Queue(path))
+				case ok:
+					held[path] = append(held[path], p)
+				case !until.IsZero() && !until.After(now):
+					t.Fatalf("step %d: refused until %v after now; state %+v", i/3, until.Sub(now), a.Queue(path))
+				case until.IsZero() && len(held[path]) == 0:
+					t.Fatalf("step %d: refused to wait for a release with nothing in flight; state %+v", i/3, a.Queue(path))
+				}
+			case 1, 3: // an answer comes back, at once (1) or y milliseconds after its start (3)
+				ps := held[path]
+				if len(ps) == 0 {
+					continue
+				}
+				j := int(x) % len(ps)
+				p := ps[j]
+				held[path] = append(ps[:j], ps[j+1:]...)
+				o := outcome(y % 3)
+				if op%4 == 3 {
+					now = later(now, p.start.Add(time.Duration(y)*time.Millisecond))
+				} else if o != outcomeOther {
+					// A create is sent at its start, so answered after it; only a
+					// cancelled one (outcomeOther) comes back before.
+					now = later(now, p.start)
+				}
+				var delay time.Duration
+				if o == outcomeThrottled && y&0x80 != 0 {
+					delay = time.Duration(y&0x3f) * 100 * time.Millisecond
+				}
+				a.release(p, o, delay, now)
+			case 2: // time passes
+				step := []time.Duration{0, time.Microsecond, time.Millisecond, 10 * time.Millisecond, time.Second}[x%5]
+				now = now.Add(step * time.Duration(y))
+			}
+			for _, path := range queues {
+				checkQueueState(t, a, path, len(held[path]), i/3)
+			}
+		}
+	})
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// checkQueueState fails t when the state of path is not sane with held permits outstanding.
+func checkQueueState(t *testing.T, a *Adaptive, path string, held, step int) {
+	t.Helper()
+	s := a.Queue(path)
+	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+	a.mu.Lock()
+	q := a.queues[path]
+	var limit, ceiling float64
+	var probeAge time.Duration
+	if q != nil {
+		limit, ceiling, probeAge = q.limit, q.ceiling, q.probeAge
+	}
+	a.mu.Unlock()
+	switch {
+	case q == nil && held > 0:
+		t.Fatalf("step %d: %s forgotten with %d creates in flight", step, path, held)
+	case q == nil:
+		return
+	case s.InFlight != held:
+		t.Fatalf("step %d: %s has %d creates in flight, %d permits are out", step, path, s.InFlight, held)
+	case !finite(s.Rate) || (s.Rate != 0 && s.Rate < minRate):
+		t.Fatalf("step %d: %s rate %v", step, path, s.Rate)
+	case !finite(s.Unit) || s.Unit < 0 || !finite(ceiling) || ceiling < 0:
+		t.Fatalf("step %d: %s unit %v, ceiling %v", step, path, s.Unit, ceiling)
+	case !finite(limit) || limit < 0 || !finite(s.Limit) || s.Limit < 1 || s.Limit > float64(max(s.Cap, 1)):
+		t.Fatalf("step %d: %s limit %v (slow start's %v), cap %d", step, path, s.Limit, limit, s.Cap)
+	case s.RTT < 0 || probeAge < 0 || s.Decreases < 0:
+		t.Fatalf("step %d: %s round trip %v, probe age %v, decreases %d", step, path, s.RTT, probeAge, s.Decreases)
+	}
+}
