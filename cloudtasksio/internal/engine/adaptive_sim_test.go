@@ -38,7 +38,9 @@ type simResult struct {
 	// the end.
 	procEnds    []time.Duration
 	procSeconds [][]int
-	procStates  []QueueLimit
+	// procTimes is when each process's created tasks were answered.
+	procTimes  [][]time.Duration
+	procStates []QueueLimit
 }
 
 // simSlot is the resolution of a simulation's timeline.
@@ -54,6 +56,30 @@ func (r simResult) wallShare(c simCase) float64 {
 // finished at the end, as equal shares of the quota would have them.
 func (r simResult) firstEnd() float64 {
 	return slices.Min(r.procEnds).Seconds() / r.elapsed.Seconds()
+}
+
+// slowest is the created rate of the slowest process as a share of the processes' mean, from
+// t90 until the first process finished (while every process still had work): 1 when they
+// shared the quota evenly; 0 when there is no such span.
+func (r simResult) slowest() float64 {
+	from, to := r.t90, slices.Min(r.procEnds)
+	if len(r.procTimes) < 2 || from < 0 || to <= from {
+		return 0
+	}
+	counts := make([]float64, len(r.procTimes))
+	var sum float64
+	for p, times := range r.procTimes {
+		for _, at := range times {
+			if at >= from && at < to {
+				counts[p]++
+			}
+		}
+		sum += counts[p]
+	}
+	if sum == 0 {
+		return 0
+	}
+	return slices.Min(counts) / (sum / float64(len(counts)))
 }
 
 // details prints the processes' states, ends and created tasks per second, and the timeline of
@@ -86,6 +112,7 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 		var tmu sync.Mutex
 		r.procEnds = make([]time.Duration, c.procs)
 		r.procSeconds = make([][]int, c.procs)
+		r.procTimes = make([][]time.Duration, c.procs)
 		creator := CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 			task, err := f.CreateTask(ctx, req)
 			at := time.Since(start0)
@@ -109,6 +136,7 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 				r.procSeconds[p] = append(r.procSeconds[p], 0)
 			}
 			r.procSeconds[p][sec]++
+			r.procTimes[p] = append(r.procTimes[p], at)
 			return task, err
 		})
 		const bundle = 500
@@ -214,9 +242,11 @@ func simEnvInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// TestSimulatedStartUpMatrix prints rejected attempts per task, share of the quota and time to
-// 90% of it for 2,500- and 20,000-task jobs at 5, 30 and 200 ms, with 1 and 8 processes of 4
-// instances, under quotas of 1,000/s with buckets of 100 and 1,000 (docs/performance.md).
+// TestSimulatedStartUpMatrix prints rejected attempts per task, share of the quota, time to 90%
+// of it, how evenly the processes shared it (the slowest process's rate as a share of the mean,
+// until the first finished) and when the first finished, for 2,500- and 20,000-task jobs at 5, 30
+// and 200 ms, with 1 and 8 processes of 4 instances, under quotas of 1,000/s with buckets of 100
+// and 1,000 (docs/performance.md).
 func TestSimulatedStartUpMatrix(t *testing.T) {
 	if os.Getenv(simMatrixEnv) == "" {
 		t.Skipf("the start-up matrix takes several seconds of CPU: set %s=1 to run it", simMatrixEnv)
@@ -246,21 +276,23 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 					}
 					t.Run(strings.ReplaceAll(key, "/", "_"), func(t *testing.T) {
 						t.Parallel()
-						var rejected, wall []float64
+						var rejected, wall, slowest, firstEnd []float64
 						for range runs {
 							r := simulate(t, c)
 							rejected, wall = append(rejected, r.rejectedPerTask()), append(wall, 100*r.wallShare(c))
-							t.Logf("tasks=%5d lat=%3dms procs=%d quota=%4v/%4v: rejected/task=%.3f share=%5.1f%% (harness %5.1f%%) held=%5.1f%% t90=%6.2fs first-end=%3.0f%% failed=%d elapsed=%v",
-								tasks, lat.Milliseconds(), procs, c.perSecond, burst, r.rejectedPerTask(), 100*r.share(c), 100*r.wallShare(c), 100*r.held, r.t90.Seconds(), 100*r.firstEnd(), r.failed, r.elapsed.Round(time.Millisecond))
+							slowest, firstEnd = append(slowest, 100*r.slowest()), append(firstEnd, 100*r.firstEnd())
+							t.Logf("tasks=%5d lat=%3dms procs=%d quota=%4v/%4v: rejected/task=%.3f share=%5.1f%% (harness %5.1f%%) held=%5.1f%% t90=%6.2fs first-end=%3.0f%% slowest=%3.0f%% failed=%d elapsed=%v",
+								tasks, lat.Milliseconds(), procs, c.perSecond, burst, r.rejectedPerTask(), 100*r.share(c), 100*r.wallShare(c), 100*r.held, r.t90.Seconds(), 100*r.firstEnd(), 100*r.slowest(), r.failed, r.elapsed.Round(time.Millisecond))
 							if only != "" {
 								t.Logf("details:\n%s", r.details())
 							}
 						}
 						if runs > 1 {
-							slices.Sort(rejected)
-							slices.Sort(wall)
-							t.Logf("median of %d: %s rejected/task=%.3f harness share=%5.1f%% (runs %.3f-%.3f, %5.1f-%5.1f%%)",
-								runs, key, rejected[runs/2], wall[runs/2], rejected[0], rejected[runs-1], wall[0], wall[runs-1])
+							for _, v := range [][]float64{rejected, wall, slowest, firstEnd} {
+								slices.Sort(v)
+							}
+							t.Logf("median of %d: %s rejected/task=%.3f harness share=%5.1f%% (runs %.3f-%.3f, %5.1f-%5.1f%%) slowest process %3.0f%% of the mean, first end at %3.0f%% of the run",
+								runs, key, rejected[runs/2], wall[runs/2], rejected[0], rejected[runs-1], wall[0], wall[runs-1], slowest[runs/2], firstEnd[runs/2])
 						}
 					})
 				}
