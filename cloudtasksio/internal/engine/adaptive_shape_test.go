@@ -446,6 +446,16 @@ func stormRound(t *testing.T, a *Adaptive, rtt time.Duration, accepted int) (flo
 	return rate, second
 }
 
+// rejectNextRound offers testQueue of a one paced create and answers it, a round trip rtt
+// later, with a rejection; it returns the rate that leaves.
+func rejectNextRound(t *testing.T, a *Adaptive, rtt time.Duration) float64 {
+	t.Helper()
+	p := offerPaced(t, a, 1)[0]
+	time.Sleep(rtt)
+	a.release(p, outcomeThrottled, 0, time.Now())
+	return a.Queue(testQueue).Rate
+}
+
 func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Just after the first rejection, eight processes that started at once each pace at
@@ -458,11 +468,8 @@ func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.
 		a := NewAdaptive()
 		before, second := stormRound(t, a, rtt, 8)
 		// The next round trip's first rejection.
-		p := offerPaced(t, a, 1)[0]
-		time.Sleep(rtt)
+		after := rejectNextRound(t, a, rtt)
 		accepted := 8 / time.Since(second).Seconds()
-		a.release(p, outcomeThrottled, 0, time.Now())
-		after := a.Queue(testQueue).Rate
 		t.Logf("rate %.1f/s before the decrease, %.1f/s after; %.1f/s accepted since the last decrease", before, after, accepted)
 		assert.Less(t, after, 0.8*before, "lowered by more than a tenth")
 		assert.InDelta(t, max(setPoint*accepted, stormFloor*before), after, 0.05*before)
@@ -479,10 +486,7 @@ func TestRejectionsBeforeALongSpellDoNotHalveTheRate(t *testing.T) {
 		a := NewAdaptive()
 		before, _ := stormRound(t, a, rtt, 4)
 		time.Sleep(10 * time.Second)
-		p := offerPaced(t, a, 1)[0]
-		time.Sleep(rtt)
-		a.release(p, outcomeThrottled, 0, time.Now())
-		after := a.Queue(testQueue).Rate
+		after := rejectNextRound(t, a, rtt)
 		t.Logf("rate %.1f/s before the decrease, %.1f/s after", before, after)
 		assert.InDelta(t, decreaseFactor*before, after, 0.01*before)
 	})
@@ -499,10 +503,7 @@ func TestARoundOfNearlyOnlyRejectionsLowersTheRateFurthest(t *testing.T) {
 		const rtt = 100 * time.Millisecond
 		a := NewAdaptive()
 		before, _ := stormRound(t, a, rtt, 2)
-		p := offerPaced(t, a, 1)[0]
-		time.Sleep(rtt)
-		a.release(p, outcomeThrottled, 0, time.Now())
-		after := a.Queue(testQueue).Rate
+		after := rejectNextRound(t, a, rtt)
 		t.Logf("rate %.1f/s before the decrease, %.1f/s after", before, after)
 		assert.InDelta(t, stormFloor*before, after, 0.01*before)
 	})
