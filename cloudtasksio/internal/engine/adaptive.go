@@ -206,6 +206,10 @@ type queueLimit struct {
 	// roundAccepted and roundRejected count the answers that came back
 	// since the last decrease.
 	roundAccepted, roundRejected int
+	// emptyStorm is true from a storm decrease (decrease) of a round in
+	// which nothing was accepted until a decrease of a round in which
+	// something was.
+	emptyStorm bool
 	// started is when slow start sent its first create; zero again when
 	// every create it sent went unanswered (no round trip measured) and none
 	// is in flight.

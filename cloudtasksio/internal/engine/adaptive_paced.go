@@ -73,7 +73,10 @@ func (q *queueLimit) decrease(at time.Time) {
 			}
 		}
 		since := at.Sub(q.decreasedAt)
-		if q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected && since <= max(stormRounds*q.rtt, stormMinSpan) {
+		storm := since > 0 && since <= max(stormRounds*q.rtt, stormMinSpan) &&
+			q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected &&
+			(q.roundAccepted > 0 || !q.emptyStorm)
+		if storm {
 			// Most answers since the last decrease, a few round trips ago,
 			// were rejections: the process sends several times what the
 			// queue takes from it (a start with other processes, a burst).
@@ -81,17 +84,21 @@ func (q *queueLimit) decrease(at time.Time) {
 			// round trip would take many round trips of rejections to get
 			// down to it. However few the acceptances are: a process the
 			// queue refused nearly everything comes down furthest (to
-			// half), not by a tenth. (Over a longer span, a pause or an idle spell
-			// would count as time in which the queue took nothing.)
-			// At the very instant of the last decrease (answers that
-			// came back together) nothing was accepted over no time:
-			// the floor, not 0/0.
-			accepted := 0.0
-			if since > 0 {
-				accepted = float64(q.roundAccepted) / since.Seconds()
-			}
+			// half), not by a tenth. But a round with no acceptance at all
+			// right after another is a queue that refuses everything for
+			// a while (its quota spent, an outage), not a share to find:
+			// halving every round trip of it would leave the rate a few
+			// creates a second, far below the share the process comes back
+			// to, so such rounds take a tenth after the first. (Over a
+			// longer span, a pause or an idle spell would count as time in
+			// which the queue took nothing; over no span at all, answers
+			// that came back in the instant of the last decrease, there is
+			// no rate to read.)
+			accepted := float64(q.roundAccepted) / since.Seconds()
 			q.rate = min(q.rate, max(stormFloor*q.ceiling, setPoint*accepted))
 		}
+		// Until a round has an acceptance again.
+		q.emptyStorm = (storm || q.emptyStorm) && q.roundAccepted == 0
 		q.rate = max(q.rate, minRate)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew

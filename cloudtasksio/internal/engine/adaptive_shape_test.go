@@ -508,3 +508,47 @@ func TestARoundOfNearlyOnlyRejectionsLowersTheRateFurthest(t *testing.T) {
 		assert.InDelta(t, stormFloor*before, after, 0.01*before)
 	})
 }
+
+func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// The queue refuses every create for four round trips (its quota spent for the
+		// minute, an outage). The first rejection takes a tenth off; the round after it,
+		// nothing but rejections, halves the rate; the rounds after that, still nothing but
+		// rejections, take a tenth each, not half each: halving every round trip would leave
+		// a few creates a second, far below the share the process comes back to (a review's
+		// trace at 200 ms with two seconds of refusal: 3.1/s instead of 7.8/s at its end,
+		// and 6.1 s instead of 4.3 s back to nine tenths of the rate before).
+		const rtt = 100 * time.Millisecond
+		a := NewAdaptive()
+		throttleAfter(t, a, 30, rtt)
+		before := a.Queue(testQueue).Rate
+		for range 4 {
+			ps := offerPaced(t, a, 20)
+			time.Sleep(rtt)
+			for _, p := range ps {
+				a.release(p, outcomeThrottled, 0, time.Now())
+			}
+		}
+		after := a.Queue(testQueue).Rate
+		want := before * decreaseFactor * stormFloor * decreaseFactor * decreaseFactor
+		t.Logf("rate %.1f/s before, %.1f/s after four round trips of refusals (%.1f/s halving each)", before, after, before*decreaseFactor*stormFloor*stormFloor*stormFloor)
+		assert.InDelta(t, want, after, 0.01*before)
+
+		// The queue accepts again, a few creates of a round trip's twenty: a decrease of a
+		// round with acceptances ends the spell, and the next round of mostly rejections is a
+		// storm again.
+		ps := offerPaced(t, a, 20)
+		time.Sleep(rtt)
+		for i, p := range ps {
+			o := outcomeThrottled
+			if i%4 == 1 {
+				o = outcomeSucceeded
+			}
+			a.release(p, o, 0, time.Now())
+		}
+		rejectNextRound(t, a, rtt)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		assert.False(t, a.queues[testQueue].emptyStorm, "a round with acceptances ends the spell of refusals")
+	})
+}
