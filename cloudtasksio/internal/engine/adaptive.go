@@ -49,7 +49,9 @@ import (
 //     a 5 ms round trip, a quota of 1,000/s shared by eight processes is less
 //     than one create in flight per process, which no concurrency limit can
 //     express). The rate starts at the rate at which the queue accepted the
-//     process's creates just before, a little below it (setPoint). A
+//     process's creates just before, over at least firstReadSpan (the bucket
+//     that hid the quota gave its tokens on top of it), a little below it
+//     (setPoint). A
 //     RESOURCE_EXHAUSTED answer to a create started after the last decrease
 //     lowers it, at most once per round trip however many creates of that round
 //     are rejected, to the smaller of decreaseFactor times itself and setPoint

@@ -40,7 +40,10 @@ func (q *queueLimit) grow(at time.Time) {
 // start when it is the first.
 func (q *queueLimit) decrease(at time.Time) {
 	if q.rate == 0 {
-		accepted := q.accepted.perSecond(at, q.rtt)
+		// Read over at least firstReadSpan: the queue's bucket, which
+		// hid the quota while slow start ran into it, gave its tokens
+		// just before, on top of the quota.
+		accepted := q.accepted.perSecond(at, max(q.rtt, firstReadSpan/acceptedRounds))
 		// The first rejection: pace at the rate the queue accepted. Nothing
 		// accepted yet (another process took the quota first): start from
 		// half of what was in flight over a round trip.

@@ -552,3 +552,32 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 		assert.False(t, a.queues[testQueue].emptyStorm, "a round with acceptances ends the spell of refusals")
 	})
 }
+
+func TestTheFirstRejectionReadsTheAcceptedRateOverAQuarterSecond(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// At a 30 ms round trip the queue accepted 500 creates a second for 180 ms, then,
+		// as slow start doubled into its bucket, 2,000 a second for 60 ms until the bucket
+		// was empty. Read over two round trips, most of it the bucket's tokens, that set a
+		// rate of 1,279/s; the first rejection reads 240 ms (firstReadSpan): 875/s.
+		const rtt = 30 * time.Millisecond
+		a := NewAdaptive()
+		p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+		require.True(t, ok)
+		start := time.Now()
+		a.mu.Lock()
+		q := a.queues[testQueue]
+		q.rtt = rtt
+		for d := time.Duration(0); d < 180*time.Millisecond; d += 2 * time.Millisecond {
+			q.accepted.add(start.Add(d))
+		}
+		for d := 180 * time.Millisecond; d < 240*time.Millisecond; d += 500 * time.Microsecond {
+			q.accepted.add(start.Add(d))
+		}
+		a.mu.Unlock()
+		time.Sleep(240 * time.Millisecond)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		got := a.Queue(testQueue).Rate
+		t.Logf("rate %.1f/s after the first rejection", got)
+		assert.InDelta(t, setPoint*875, got, 0.1*setPoint*875)
+	})
+}
