@@ -208,10 +208,13 @@ type queueLimit struct {
 	// roundAccepted and roundRejected count the answers that came back
 	// since the last decrease.
 	roundAccepted, roundRejected int
-	// emptyStorm is true from a storm decrease (decrease) of a round in
-	// which nothing was accepted until a decrease of a round in which
-	// something was.
-	emptyStorm bool
+	// stormSpell is true from a storm decrease (decrease) until a decrease
+	// that is not one.
+	stormSpell bool
+	// busySince is when slow start's current busy spell began: its first
+	// create after more than a round trip with nothing in flight; answered
+	// is when the last answer came back.
+	busySince, answered time.Time
 	// started is when slow start sent its first create; zero again when
 	// every create it sent went unanswered (no round trip measured) and none
 	// is in flight.
@@ -295,6 +298,10 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 		if q.started.IsZero() {
 			q.started = now
 		}
+		if q.inFlight == 0 && (q.busySince.IsZero() || now.Sub(q.answered) > max(q.rtt, minHorizon)) {
+			// Nothing in flight for over a round trip: a busy spell starts.
+			q.busySince = now
+		}
 		limit := q.slowStartLimit(now)
 		// One create may always be in flight: a limit below one paces a
 		// single create over more than a round trip.
@@ -310,6 +317,12 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 			// trip: at its rate, the creates of one round trip would wait
 			// for the successes of the one before, and it would grow only
 			// by about 1.6 a round trip.
+			// No further ahead than a round trip, what the window
+			// spreads over: slots of creates cancelled before they
+			// went, or booked at a longer round trip, stay booked.
+			if late := now.Add(q.rtt); q.next.After(late) {
+				q.next = late
+			}
 			p.start, _ = q.slot(now, (1+q.slowStartStep())*limit/q.rtt.Seconds())
 		}
 	}
@@ -403,6 +416,7 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 	q := a.queues[p.queue]
 	defer a.settle(q)
 	q.inFlight--
+	q.answered = latest(q.answered, at)
 	if o != outcomeOther && at.After(p.start) {
 		sample := at.Sub(p.start)
 		if q.rtt == 0 {
@@ -425,7 +439,7 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		case q.rate > 0 && p.binding:
 			q.grow(at)
 		case q.rate > 0:
-			q.grown = at
+			q.grown = latest(q.grown, at)
 		default:
 			if p.binding {
 				q.limit += q.slowStartStep()

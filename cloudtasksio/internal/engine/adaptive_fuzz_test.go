@@ -69,9 +69,9 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 				} else if o != outcomeOther {
 					// A create is sent at its start, so answered after it; only a
 					// cancelled one (outcomeOther) comes back before.
-					at = later(now, p.start)
+					at = latest(now, p.start)
 				}
-				now = later(now, at)
+				now = latest(now, at)
 				var delay time.Duration
 				if o == outcomeThrottled && y&0x80 != 0 {
 					delay = time.Duration(y&0x3f) * 100 * time.Millisecond
@@ -97,21 +97,13 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 }
 
 // latestStart is how far ahead of now acquire may book a create of a queue in state s: a
-// paced queue books no slot beyond its horizon (a round trip, at least minHorizon); slow start
-// spreads what its limit lets go over a round trip, one create at least, each at most
-// 1/initialRate apart.
+// paced queue books no slot beyond its horizon (a round trip, at least minHorizon), slow start
+// none beyond the round trip it spreads its window over.
 func latestStart(s QueueLimit) time.Duration {
 	if s.Rate > 0 {
 		return max(s.RTT, minHorizon)
 	}
-	return s.RTT + time.Duration(float64(time.Second)/initialRate)
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
+	return s.RTT
 }
 
 // checkQueueState fails t when the state of path is not sane with held permits outstanding.

@@ -33,7 +33,7 @@ func (q *queueLimit) grow(at time.Time) {
 	// send faster (their MaxInFlight holds them back, or there is no more
 	// work), no slot lies ahead of its create and the rate stops growing.
 	q.rate += max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
-	q.grown = at
+	q.grown = latest(q.grown, at)
 }
 
 // decrease lowers the queue's rate after a rejection at time at, ending slow
@@ -42,8 +42,10 @@ func (q *queueLimit) decrease(at time.Time) {
 	if q.rate == 0 {
 		// Read over at least firstReadSpan: the queue's bucket, which
 		// hid the quota while slow start ran into it, gave its tokens
-		// just before, on top of the quota.
-		accepted := q.accepted.perSecond(at, max(q.rtt, firstReadSpan/acceptedRounds))
+		// just before, on top of the quota. But not over time before the
+		// busy spell that ran into the quota (a burst after an idle
+		// spell): in that time the process had nothing to send.
+		accepted := q.accepted.perSecond(at, max(q.rtt, min(firstReadSpan, at.Sub(q.busySince))/acceptedRounds))
 		// The first rejection: pace at the rate the queue accepted. Nothing
 		// accepted yet (another process took the quota first): start from
 		// half of what was in flight over a round trip.
@@ -70,16 +72,18 @@ func (q *queueLimit) decrease(at time.Time) {
 		// held creates back lately; otherwise it is what the process had to
 		// send, and a quiet process must not fall to it.
 		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
-		if !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
+		// A round trip in which the queue accepted nothing at all (it
+		// refuses everything for a while) has no rate to read: the reading
+		// would reach back across the refusals for its acceptances.
+		if q.roundAccepted > 0 && !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
 			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
 		since := at.Sub(q.decreasedAt)
 		storm := since > 0 && since <= max(stormRounds*q.rtt, stormMinSpan) &&
-			q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected &&
-			(q.roundAccepted > 0 || !q.emptyStorm)
-		if storm {
+			q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected
+		if storm && !q.stormSpell {
 			// Most answers since the last decrease, a few round trips ago,
 			// were rejections: the process sends several times what the
 			// queue takes from it (a start with other processes, a burst).
@@ -87,21 +91,22 @@ func (q *queueLimit) decrease(at time.Time) {
 			// round trip would take many round trips of rejections to get
 			// down to it. However few the acceptances are: a process the
 			// queue refused nearly everything comes down furthest (to
-			// half), not by a tenth. But a round with no acceptance at all
-			// right after another is a queue that refuses everything for
-			// a while (its quota spent, an outage), not a share to find:
-			// halving every round trip of it would leave the rate a few
-			// creates a second, far below the share the process comes back
-			// to, so such rounds take a tenth after the first. (Over a
-			// longer span, a pause or an idle spell would count as time in
-			// which the queue took nothing; over no span at all, answers
-			// that came back in the instant of the last decrease, there is
-			// no rate to read.)
+			// half), not by a tenth. (Over a longer span, a pause or an
+			// idle spell would count as time in which the queue took
+			// nothing; over no span at all, answers that came back in the
+			// instant of the last decrease, there is no rate to read.)
 			accepted := float64(q.roundAccepted) / since.Seconds()
 			q.rate = min(q.rate, max(stormFloor*q.ceiling, setPoint*accepted))
 		}
-		// Until a round has an acceptance again.
-		q.emptyStorm = (storm || q.emptyStorm) && q.roundAccepted == 0
+		// Once per spell of such decreases: the round trips after the first
+		// come down a tenth each (or to the accepted rate), however few
+		// acceptances they have. Halving every round trip of a queue that
+		// refuses everything for a while (its quota spent, an outage) would
+		// leave a few creates a second, far below the share the process
+		// comes back to; and at a start of many processes, the processes
+		// halved twice or three times while others halved once kept a
+		// small share for the rest of the run.
+		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
@@ -109,7 +114,7 @@ func (q *queueLimit) decrease(at time.Time) {
 			q.unit = q.rate
 		}
 	}
-	q.grown, q.decreasedAt = at, at
+	q.grown, q.decreasedAt = latest(q.grown, at), at
 	q.probeAge = 0
 	q.roundAccepted, q.roundRejected = 0, 0
 	q.roundStart = q.sent
@@ -140,4 +145,13 @@ func (q *queueLimit) probe(at time.Time, step time.Duration) float64 {
 	share := min(probeGrowth, maxGrowthPerRound*math.Exp2(q.probeAge.Seconds()/round.Seconds()))
 	q.probeAge += step
 	return q.rate * share * step.Seconds() / round.Seconds()
+}
+
+// latest is the later of a and b: answers are taken in the order they reach
+// the lock, not always in the order they came back.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
