@@ -456,6 +456,17 @@ func rejectNextRound(t *testing.T, a *Adaptive, rtt time.Duration) float64 {
 	return a.Queue(testQueue).Rate
 }
 
+// answerRound offers testQueue of a a round trip's twenty paced creates and answers the i-th,
+// a round trip rtt later, with outcome(i).
+func answerRound(t *testing.T, a *Adaptive, rtt time.Duration, outcome func(i int) outcome) {
+	t.Helper()
+	ps := offerPaced(t, a, 20)
+	time.Sleep(rtt)
+	for i, p := range ps {
+		a.release(p, outcome(i), 0, time.Now())
+	}
+}
+
 func TestARoundOfMostlyRejectionsLowersTheRateToWhatTheQueueAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// Just after the first rejection, eight processes that started at once each pace at
@@ -523,11 +534,7 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 		throttleAfter(t, a, 30, rtt)
 		before := a.Queue(testQueue).Rate
 		for range 4 {
-			ps := offerPaced(t, a, 20)
-			time.Sleep(rtt)
-			for _, p := range ps {
-				a.release(p, outcomeThrottled, 0, time.Now())
-			}
+			answerRound(t, a, rtt, func(int) outcome { return outcomeThrottled })
 		}
 		after := a.Queue(testQueue).Rate
 		want := before * decreaseFactor * stormFloor * decreaseFactor * decreaseFactor
@@ -536,15 +543,12 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 
 		// The queue accepts again, most creates of a round trip's twenty: the decrease of
 		// the next rejection is not a storm's, and it ends the spell.
-		ps := offerPaced(t, a, 20)
-		time.Sleep(rtt)
-		for i, p := range ps {
-			o := outcomeSucceeded
+		answerRound(t, a, rtt, func(i int) outcome {
 			if i%4 == 1 {
-				o = outcomeThrottled
+				return outcomeThrottled
 			}
-			a.release(p, o, 0, time.Now())
-		}
+			return outcomeSucceeded
+		})
 		rejectNextRound(t, a, rtt)
 		a.mu.Lock()
 		defer a.mu.Unlock()
@@ -564,15 +568,12 @@ func TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess(t *testing.T) {
 			a := NewAdaptive()
 			throttleAfter(t, a, 30, rtt)
 			round := func(acc int) {
-				ps := offerPaced(t, a, 20)
-				time.Sleep(rtt)
-				for i, p := range ps {
-					o := outcomeThrottled
+				answerRound(t, a, rtt, func(i int) outcome {
 					if i > 0 && i <= acc {
-						o = outcomeSucceeded
+						return outcomeSucceeded
 					}
-					a.release(p, o, 0, time.Now())
-				}
+					return outcomeThrottled
+				})
 			}
 			round(0)
 			round(0)
