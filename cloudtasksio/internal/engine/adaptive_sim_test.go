@@ -87,7 +87,7 @@ func (r simResult) slowest() float64 {
 func (r simResult) details() string {
 	var b strings.Builder
 	for p, st := range r.procStates {
-		fmt.Fprintf(&b, "process %d: ended %v rate %.1f/s decreases %d created per second %v\n", p, r.procEnds[p].Round(time.Millisecond), st.Rate, st.Decreases, r.procSeconds[p])
+		fmt.Fprintf(&b, "process %d: ended %v rate %.1f/s unit %.1f/s decreases %d created per second %v\n", p, r.procEnds[p].Round(time.Millisecond), st.Rate, st.Unit, st.Decreases, r.procSeconds[p])
 	}
 	for i := range r.createdSlots {
 		fmt.Fprintf(&b, "%6.2fs created %4d rejected %4d\n", (time.Duration(i) * simSlot).Seconds(), r.createdSlots[i], r.rejectedSlots[i])
