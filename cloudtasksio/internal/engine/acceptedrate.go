@@ -66,8 +66,14 @@ func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 // came after it: what the queue accepted before since (a bucket that was emptying) does not
 // say what it accepts now.
 func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since time.Time) float64 {
+	rate, _ := r.read(at, rtt, since)
+	return rate
+}
+
+// read is perSecondSince and the number of acceptances it was read from.
+func (r *acceptedRate) read(at time.Time, rtt time.Duration, since time.Time) (float64, int) {
 	if r.first.IsZero() {
-		return 0
+		return 0, 0
 	}
 	n := r.advance(at)
 	span := min(max(acceptedRounds*rtt, acceptedMinSpan), acceptedSlots*acceptedSlot)
@@ -96,10 +102,10 @@ func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since tim
 		count += int(r.slots[((i%acceptedSlots)+acceptedSlots)%acceptedSlots])
 	}
 	if cut && count < acceptedMinCount {
-		return 0
+		return 0, count
 	}
 	// The current slot is partly over: measure from the start of the oldest
 	// slot counted to now.
 	from := time.Unix(0, (n-k+1)*int64(acceptedSlot))
-	return float64(count) / max(at.Sub(from), acceptedSlot).Seconds()
+	return float64(count) / max(at.Sub(from), acceptedSlot).Seconds(), count
 }

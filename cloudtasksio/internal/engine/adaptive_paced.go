@@ -74,9 +74,16 @@ func (q *queueLimit) decrease(at time.Time) {
 		recent := max(acceptedRounds*q.rtt, acceptedMinSpan)
 		// A round trip in which the queue accepted nothing at all (it
 		// refuses everything for a while) has no rate to read: the reading
-		// would reach back across the refusals for its acceptances.
+		// would reach back across the refusals for its acceptances. Nor
+		// has one of mostly rejections whose reading holds fewer than
+		// acceptedMinCount acceptances over the last second: a handful
+		// among refusals says the queue still refuses nearly everything
+		// (an outage, a spent quota), and the rate read from them, a few
+		// creates a second, is far below what the process comes back to.
 		if q.roundAccepted > 0 && !q.boundAt.IsZero() && at.Sub(q.boundAt) <= recent {
-			if accepted := q.accepted.perSecondSince(at, q.rtt, q.pacedAt); accepted > 0 {
+			accepted, n := q.accepted.read(at, q.rtt, q.pacedAt)
+			few := n < acceptedMinCount && q.roundRejected > q.roundAccepted
+			if accepted > 0 && !few {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}

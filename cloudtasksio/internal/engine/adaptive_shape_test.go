@@ -588,6 +588,43 @@ func TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess(t *testing.T) {
 	}
 }
 
+func TestAfterALongSpellOfRefusalsAFewAcceptancesDoNotSetTheRate(t *testing.T) {
+	// The queue refuses everything for about a second (an outage, a quota spent), then
+	// accepts none, one, two or four of a round trip's twenty creates. A rate read from those
+	// few acceptances over the last second would be a few creates a second, far below the
+	// share the process comes back to, and lower than a round with none leaves (no rate to
+	// read): a handful of acceptances among mostly rejections says the queue still refuses
+	// nearly everything, not what it takes. (Until a round ended within a second of the
+	// first rejection, the span that rejection cut short read as too short, and hid this:
+	// TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess.)
+	after := map[int]float64{}
+	for _, accepted := range []int{0, 1, 2, 4} {
+		synctest.Test(t, func(t *testing.T) {
+			const rtt = 100 * time.Millisecond
+			a := NewAdaptive()
+			throttleAfter(t, a, 30, rtt)
+			round := func(acc int) {
+				answerRound(t, a, rtt, func(i int) outcome {
+					if i > 0 && i <= acc {
+						return outcomeSucceeded
+					}
+					return outcomeThrottled
+				})
+			}
+			for range 4 {
+				round(0)
+			}
+			round(accepted)
+			before := a.Queue(testQueue).Rate
+			after[accepted] = rejectNextRound(t, a, rtt) / before
+			t.Logf("%d accepted of 20: %.1f/s, then x%.3f", accepted, before, after[accepted])
+		})
+	}
+	for _, acc := range []int{1, 2, 4} {
+		assert.GreaterOrEqual(t, after[acc], after[0]-1e-9, "%d acceptances against none", acc)
+	}
+}
+
 func TestTheFirstRejectionReadsTheAcceptedRateOverAQuarterSecond(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// At a 30 ms round trip the queue accepted 500 creates a second for 180 ms, then,
