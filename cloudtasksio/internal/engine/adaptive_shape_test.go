@@ -556,11 +556,13 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 	})
 }
 
-func TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess(t *testing.T) {
-	// After two round trips of nothing but rejections (the second halved the rate), a round
-	// trip with none, one, two or four acceptances of twenty. The queue refused more of the
-	// first ones, and the rate must not come down less for them (it did: none took a tenth,
-	// one halved).
+// assertFewerAcceptancesNeverLowerTheRateLess paces testQueue after a first rejection at a
+// round trip of 100 ms, answers refused round trips of twenty creates with nothing but
+// rejections, then one round trip with none, one, two or four acceptances of twenty, and
+// asserts that the decrease of the next rejection lowers the rate at least as far after none
+// as after any of the others: the queue refused more of the first ones.
+func assertFewerAcceptancesNeverLowerTheRateLess(t *testing.T, refused int) {
+	t.Helper()
 	after := map[int]float64{}
 	for _, accepted := range []int{0, 1, 2, 4} {
 		synctest.Test(t, func(t *testing.T) {
@@ -575,43 +577,7 @@ func TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess(t *testing.T) {
 					return outcomeThrottled
 				})
 			}
-			round(0)
-			round(0)
-			round(accepted)
-			before := a.Queue(testQueue).Rate
-			after[accepted] = rejectNextRound(t, a, rtt) / before
-			t.Logf("%d accepted of 20: %.1f/s, then x%.2f", accepted, before, after[accepted])
-		})
-	}
-	for _, acc := range []int{1, 2, 4} {
-		assert.GreaterOrEqual(t, after[acc], after[0]-1e-9, "%d acceptances against none", acc)
-	}
-}
-
-func TestAfterALongSpellOfRefusalsAFewAcceptancesDoNotSetTheRate(t *testing.T) {
-	// The queue refuses everything for about a second (an outage, a quota spent), then
-	// accepts none, one, two or four of a round trip's twenty creates. A rate read from those
-	// few acceptances over the last second would be a few creates a second, far below the
-	// share the process comes back to, and lower than a round with none leaves (no rate to
-	// read): a handful of acceptances among mostly rejections says the queue still refuses
-	// nearly everything, not what it takes. (Until a round ended within a second of the
-	// first rejection, the span that rejection cut short read as too short, and hid this:
-	// TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess.)
-	after := map[int]float64{}
-	for _, accepted := range []int{0, 1, 2, 4} {
-		synctest.Test(t, func(t *testing.T) {
-			const rtt = 100 * time.Millisecond
-			a := NewAdaptive()
-			throttleAfter(t, a, 30, rtt)
-			round := func(acc int) {
-				answerRound(t, a, rtt, func(i int) outcome {
-					if i > 0 && i <= acc {
-						return outcomeSucceeded
-					}
-					return outcomeThrottled
-				})
-			}
-			for range 4 {
+			for range refused {
 				round(0)
 			}
 			round(accepted)
@@ -623,6 +589,25 @@ func TestAfterALongSpellOfRefusalsAFewAcceptancesDoNotSetTheRate(t *testing.T) {
 	for _, acc := range []int{1, 2, 4} {
 		assert.GreaterOrEqual(t, after[acc], after[0]-1e-9, "%d acceptances against none", acc)
 	}
+}
+
+func TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess(t *testing.T) {
+	// After two round trips of nothing but rejections (the second halved the rate), a round
+	// trip with none, one, two or four acceptances of twenty. The rate must not come down
+	// less for the fewer (it did: none took a tenth, one halved).
+	assertFewerAcceptancesNeverLowerTheRateLess(t, 2)
+}
+
+func TestAfterALongSpellOfRefusalsAFewAcceptancesDoNotSetTheRate(t *testing.T) {
+	// The queue refuses everything for about a second (an outage, a quota spent), then
+	// accepts none, one, two or four of a round trip's twenty creates. A rate read from those
+	// few acceptances over the last second would be a few creates a second, far below the
+	// share the process comes back to, and lower than a round with none leaves (no rate to
+	// read): a handful of acceptances among mostly rejections says the queue still refuses
+	// nearly everything, not what it takes. (While the refusals ended within a second of the
+	// first rejection, the span that rejection cut short read as too short, and hid this from
+	// TestInASpellOfRefusalsFewerAcceptancesNeverLowerTheRateLess.)
+	assertFewerAcceptancesNeverLowerTheRateLess(t, 4)
 }
 
 func TestTheFirstRejectionReadsTheAcceptedRateOverAQuarterSecond(t *testing.T) {
