@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -21,7 +22,10 @@ import (
 
 // throttlingFake answers RESOURCE_EXHAUSTED, at once, to a create that would exceed maxConcurrent
 // creates in flight or that finds its queue's token bucket empty (perSecond > 0), and creates
-// the rest after latency. Counts are per queue.
+// the rest after latency. With checkAtEnd it reads the bucket only when a create's latency has
+// passed, as the harness's standalone emulator does, and answers then whatever the answer
+// (with perSecond only: maxConcurrent and peak then see no create in flight). Counts are per
+// queue.
 type throttlingFake struct {
 	maxConcurrent int           // 0: no concurrency limit
 	perSecond     float64       // 0: no rate limit
@@ -29,6 +33,7 @@ type throttlingFake struct {
 	latency       time.Duration // of a create that is accepted
 	retryInfo     bool          // rejections carry a RetryInfo of the time until the next token
 	slowRejection bool          // a rejection, too, is answered after latency
+	checkAtEnd    bool          // the bucket is read when a create's latency has passed
 
 	mu       sync.Mutex
 	cur      map[string]int
@@ -47,6 +52,11 @@ func (f *throttlingFake) init() *throttlingFake {
 
 func (f *throttlingFake) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 	q := req.GetParent()
+	if f.checkAtEnd {
+		if err := sleepCtx(ctx, f.latency); err != nil {
+			return nil, err
+		}
+	}
 	now := time.Now()
 	f.mu.Lock()
 	if f.perSecond > 0 {
@@ -65,13 +75,8 @@ func (f *throttlingFake) CreateTask(ctx context.Context, req *cloudtaskspb.Creat
 			st = retryInfoStatus(codes.ResourceExhausted, durationpb.New(wait))
 		}
 		f.mu.Unlock()
-		if f.slowRejection {
-			timer := time.NewTimer(f.latency)
-			defer timer.Stop()
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-			}
+		if f.slowRejection && !f.checkAtEnd {
+			_ = sleepCtx(ctx, f.latency)
 		}
 		return nil, st.Err()
 	}
@@ -86,17 +91,27 @@ func (f *throttlingFake) CreateTask(ctx context.Context, req *cloudtaskspb.Creat
 		f.cur[q]--
 		f.mu.Unlock()
 	}()
-	timer := time.NewTimer(f.latency)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if !f.checkAtEnd {
+		if err := sleepCtx(ctx, f.latency); err != nil {
+			return nil, err
+		}
 	}
 	f.mu.Lock()
 	f.created[q]++
 	f.mu.Unlock()
 	return req.GetTask(), nil
+}
+
+// sleepCtx waits d, or until ctx is done: then it returns ctx's error.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (f *throttlingFake) counts(q string) (created, rejected, peak int) {
@@ -157,6 +172,45 @@ func runThrottled(t *testing.T, fake func() *throttlingFake, adaptive bool, n in
 		r.created, r.rejected, r.peak = f.counts(testQueue)
 	})
 	return r
+}
+
+func TestTheThrottlingFakeReadsItsBucketAtArrivalOrWhenTheLatencyHasPassed(t *testing.T) {
+	// Two creates sent together into a bucket of one token: read at arrival, the second is
+	// refused at once; read at the end (checkAtEnd, as the standalone emulator reads it), both
+	// are answered a latency later, and one of them is refused then.
+	const latency = 100 * time.Millisecond
+	for _, atEnd := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			f := (&throttlingFake{perSecond: float64(time.Second / latency), burst: 1, latency: latency, checkAtEnd: atEnd}).init()
+			req := &cloudtaskspb.CreateTaskRequest{Parent: testQueue, Task: &cloudtaskspb.Task{}}
+			start := time.Now()
+			var mu sync.Mutex
+			var answers []time.Duration
+			var refused int
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Go(func() {
+					_, err := f.CreateTask(t.Context(), req)
+					mu.Lock()
+					defer mu.Unlock()
+					answers = append(answers, time.Since(start))
+					if status.Code(err) == codes.ResourceExhausted {
+						refused++
+					}
+				})
+			}
+			wg.Wait()
+			slices.Sort(answers)
+			assert.Equal(t, 1, refused, "checkAtEnd=%v: one of two creates finds the bucket empty", atEnd)
+			want := []time.Duration{0, latency}
+			if atEnd {
+				want = []time.Duration{latency, latency}
+			}
+			assert.Equal(t, want, answers, "checkAtEnd=%v: when the two answers came", atEnd)
+			created, rejected, _ := f.counts(testQueue)
+			assert.Equal(t, [2]int{1, 1}, [2]int{created, rejected}, "checkAtEnd=%v", atEnd)
+		})
+	}
 }
 
 func TestAdaptiveConcurrencyCutsRejectionsFromAConcurrencyLimit(t *testing.T) {

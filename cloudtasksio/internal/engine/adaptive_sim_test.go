@@ -19,11 +19,15 @@ import (
 
 // simCase is one workload of the start-up simulations: procs worker processes (one Adaptive
 // each) of instances engines each write tasks creates into one queue whose quota is perSecond
-// with a bucket of burst, every create taking latency.
+// with a bucket of burst, every create taking latency. The bucket is read when a create
+// arrives, or when its latency has passed if checkAtEnd (as the standalone emulator of the
+// harness reads it: a rejection then comes back a round trip after its create, and the
+// creates in flight when the bucket empties take its tokens after it has).
 type simCase struct {
 	procs, instances, tasks int
 	perSecond, burst        float64
 	latency                 time.Duration
+	checkAtEnd              bool
 }
 
 type simResult struct {
@@ -107,7 +111,7 @@ func (r simResult) share(c simCase) float64 {
 func simulate(t *testing.T, c simCase) (r simResult) {
 	synctest.Test(t, func(t *testing.T) {
 		start0 := time.Now()
-		f := (&throttlingFake{perSecond: c.perSecond, burst: c.burst, latency: c.latency, slowRejection: true}).init()
+		f := (&throttlingFake{perSecond: c.perSecond, burst: c.burst, latency: c.latency, slowRejection: true, checkAtEnd: c.checkAtEnd}).init()
 		var times []time.Duration
 		var tmu sync.Mutex
 		r.procEnds = make([]time.Duration, c.procs)
@@ -229,6 +233,11 @@ const (
 	simBurstsEnv = "CLOUDTASKSIO_SIM_BURSTS"
 )
 
+// simCheckEnv sets when TestSimulatedStartUpMatrix's queue reads its bucket: "arrival" (the
+// default: a create's token is taken when it arrives) or "end" (when its latency has passed,
+// as the harness's emulator does; simCase.checkAtEnd).
+const simCheckEnv = "CLOUDTASKSIO_SIM_CHECK"
+
 // simEnvInt reads a positive number from the environment variable name, def if unset.
 func simEnvInt(t *testing.T, name string, def int) int {
 	v := os.Getenv(name)
@@ -264,12 +273,21 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 			bursts = append(bursts, b)
 		}
 	}
+	var checkAtEnd bool
+	switch v := os.Getenv(simCheckEnv); v {
+	case "", "arrival":
+	case "end":
+		checkAtEnd = true
+	default:
+		t.Fatalf("%s=%q: want arrival (the default) or end", simCheckEnv, v)
+	}
+	t.Logf("the queue reads its bucket at a create's %s (%s)", map[bool]string{false: "arrival", true: "end"}[checkAtEnd], simCheckEnv)
 	only := os.Getenv(simOnlyEnv)
 	for _, tasks := range []int{2500, 20000} {
 		for _, lat := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond} {
 			for _, procs := range []int{1, 8} {
 				for _, burst := range bursts {
-					c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: 1000, burst: burst, latency: lat}
+					c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: 1000, burst: burst, latency: lat, checkAtEnd: checkAtEnd}
 					key := fmt.Sprintf("%d/%d/%d/%v", tasks, lat.Milliseconds(), procs, burst)
 					if only != "" && !strings.Contains(key, only) {
 						continue
