@@ -3,7 +3,8 @@
 // input element into a dead letter (ElementEncoder, EncodeElement) and give it back for a
 // replay (DecodeElement, DecodeElementAs). Package deadletter/pubsubdl publishes dead letters
 // to a Pub/Sub topic; it lives apart so that a program that only writes tasks does not link
-// the Pub/Sub client.
+// the Pub/Sub client. ToPubSub and PubSubConfig here are that output under the names the
+// project's design contract gives it; they need a program that links pubsubdl.
 package deadletter
 
 import (

@@ -36,6 +36,29 @@ func stampEventTime(fe deadletter.FailedElement) (beam.EventTime, deadletter.Fai
 }
 
 func TestToPubSubPipelineOnPrism(t *testing.T) {
+	// The output under both its names: this package's, and deadletter.ToPubSub, the design
+	// contract's, which finds this package through internal/dlhook.
+	for _, way := range []struct {
+		name string
+		add  func(s beam.Scope, endpoint string, failed beam.PCollection)
+	}{
+		{"pubsubdl.ToPubSub", func(s beam.Scope, endpoint string, failed beam.PCollection) {
+			cfg := DefaultPubSubConfig(testTopic)
+			cfg.MaxInFlightMessages = 2
+			cfg.EmulatorEndpoint = endpoint
+			ToPubSub(s, cfg, failed)
+		}},
+		{"deadletter.ToPubSub", func(s beam.Scope, endpoint string, failed beam.PCollection) {
+			deadletter.ToPubSub(s, deadletter.PubSubConfig{Topic: testTopic, MaxInFlightMessages: 2, EmulatorEndpoint: endpoint}, failed)
+		}},
+	} {
+		t.Run(way.name, func(t *testing.T) { assertPipelinePublishesFive(t, way.add) })
+	}
+}
+
+// assertPipelinePublishesFive runs a pipeline on prism that adds the Pub/Sub output with add
+// for five dead letters, and checks the messages and the metrics.
+func assertPipelinePublishesFive(t *testing.T, add func(s beam.Scope, endpoint string, failed beam.PCollection)) {
 	srv := newPubSub(t, true)
 	var elems []any
 	for i := range 5 {
@@ -49,10 +72,7 @@ func TestToPubSubPipelineOnPrism(t *testing.T) {
 	}
 	p, s := beam.NewPipelineWithRoot()
 	failed := beam.ParDo(s, stampEventTime, beam.Create(s, elems...))
-	cfg := DefaultPubSubConfig(testTopic)
-	cfg.MaxInFlightMessages = 2
-	cfg.EmulatorEndpoint = srv.Addr
-	ToPubSub(s, cfg, failed)
+	add(s, srv.Addr, failed)
 
 	pr, err := ptest.RunWithMetrics(p)
 	require.NoError(t, err)

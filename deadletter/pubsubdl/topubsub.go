@@ -11,6 +11,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/dlhook"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
@@ -18,6 +19,16 @@ var failedElementType = reflect.TypeFor[deadletter.FailedElement]()
 
 func init() {
 	register.DoFn3x1[context.Context, beam.EventTime, deadletter.FailedElement, error](&publishFn{})
+	// deadletter.ToPubSub, the design contract's name for this output, finds it here.
+	dlhook.InstallPubSub(func(s beam.Scope, cfg dlhook.PubSubSettings, failed beam.PCollection) error {
+		return TryToPubSub(s, PubSubConfig{
+			Topic:                 cfg.Topic,
+			MaxInFlightMessages:   cfg.MaxInFlightMessages,
+			FlushTimeout:          cfg.FlushTimeout,
+			EmulatorEndpoint:      cfg.EmulatorEndpoint,
+			ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
+		}, failed)
+	})
 }
 
 // ToPubSub publishes every element of failed, a PCollection<FailedElement>, to the Pub/Sub

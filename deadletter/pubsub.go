@@ -1,0 +1,59 @@
+package deadletter
+
+import (
+	"errors"
+	"time"
+
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/dlhook"
+)
+
+// PubSubConfig configures ToPubSub: the fields of pubsubdl.PubSubConfig that the project's
+// design contract names, with the same meanings and defaults (see pubsubdl.PubSubConfig for
+// each; pubsubdl.PubSubConfig also sets the client's options). The zero value of every field
+// but Topic means its default.
+type PubSubConfig struct {
+	// Topic is the topic's full name, "projects/P/topics/T". It must exist: it is never
+	// created.
+	Topic string
+	// MaxInFlightMessages bounds the publishes one DoFn instance leaves outstanding: 0 means
+	// 1000; 1 waits for each publish before the next; -1 waits only in FinishBundle.
+	MaxInFlightMessages int
+	// FlushTimeout bounds each wait for outstanding publishes (0 means 60s); when it expires
+	// the bundle fails and is replayed.
+	FlushTimeout time.Duration
+	// EmulatorEndpoint is a Pub/Sub emulator's "host:port", reached without credentials.
+	EmulatorEndpoint string
+	// ServiceAccountKeyFile is the path, on each worker, of a service-account JSON key; empty
+	// means application-default credentials.
+	ServiceAccountKeyFile string
+}
+
+// errPubSubNotLinked is TryToPubSub's error when the program does not link the output.
+var errPubSubNotLinked = errors.New("deadletter.ToPubSub: the Pub/Sub output is in package " +
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl, which this program does not " +
+	"link: import it (a blank import will do) or call pubsubdl.ToPubSub")
+
+// ToPubSub publishes every element of failed, a PCollection<FailedElement>, to the Pub/Sub
+// topic cfg.Topic, one message per element: it is pubsubdl.ToPubSub (which documents the
+// messages, their limits and the metrics) under the name the project's design contract gives
+// it. Package deadletter does not link the Pub/Sub client, so the program must import
+// github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl, at least blank. ToPubSub
+// panics on a bad configuration, an input that is not a PCollection<FailedElement>, or a
+// program that does not link pubsubdl; TryToPubSub returns those as errors instead.
+func ToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) {
+	if err := TryToPubSub(s, cfg, failed); err != nil {
+		panic(err)
+	}
+}
+
+// TryToPubSub is ToPubSub returning its construction errors instead of panicking. Each names
+// the field or input at fault, as pubsubdl.TryToPubSub's do.
+func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error {
+	out := dlhook.PubSub()
+	if out == nil {
+		return errPubSubNotLinked
+	}
+	return out(s, dlhook.PubSubSettings(cfg), failed)
+}
