@@ -49,7 +49,8 @@ import (
 //     sink.queue-preflight, sink.in-flight.adaptive: WriterOptions; the queue preflight takes
 //     "warn", "fail" or "off", adaptive concurrency "on" or "off".
 //
-// Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h"); booleans are
+// Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h") or the Flink
+// connector's ("250 ms", "5 min", "1 d"; a number without a unit is refused); booleans are
 // "true" or "false" in any letter case; integers are decimal; the enumerated values (target
 // type, delivery guarantee, expired-envelope policy, queue preflight, format name, methods)
 // match in any letter case. Option keys themselves are case-sensitive; header names keep the

@@ -455,3 +455,42 @@ func TestSinkStagedMaxTasksIsRefusedWithItsReason(t *testing.T) {
 	assert.Contains(t, oe.Reason, "no counterpart")
 	assert.Contains(t, oe.Reason, "Reshuffle")
 }
+
+func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
+	// The reference writes its durations as "100 ms", "10 s", "1 h": a table's options carry
+	// over as they are. Go's form still works, and a number without a unit is refused.
+	for value, want := range map[string]time.Duration{
+		"100 ms": 100 * time.Millisecond, "100ms": 100 * time.Millisecond, "250 millis": 250 * time.Millisecond,
+		"10 s": 10 * time.Second, "10 Seconds": 10 * time.Second, "2 min": 2 * time.Minute, "2 m": 2 * time.Minute,
+		"3minutes": 3 * time.Minute, "1 h": time.Hour, "1 hour": time.Hour, "1 d": 24 * time.Hour, "2 days": 48 * time.Hour,
+		"1m30s": 90 * time.Second, "1500 µs": 1500 * time.Microsecond, "1500 us": 1500 * time.Microsecond,
+	} {
+		cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
+			"sink.recovery.initial-backoff": value, "sink.recovery.max-backoff": "3 d",
+		}))
+		require.NoError(t, err, value)
+		assert.Equal(t, want, cfg.Writer.RecoveryInitialBackoff, value)
+		assert.Equal(t, 72*time.Hour, cfg.Writer.RecoveryMaxBackoff)
+	}
+	cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
+		"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": "1 h",
+		"sink.staged.clock-skew-allowance": "0 s", "sink.staged.request-timeout": "20 s",
+	}))
+	require.NoError(t, err)
+	assert.Equal(t, time.Hour, cfg.Staged.NameRetention)
+	assert.Zero(t, cfg.Staged.ClockSkewAllowance)
+	assert.Equal(t, 20*time.Second, cfg.Staged.RequestTimeout)
+
+	for _, value := range []string{
+		"100", "100 parsecs", " 10 s", "10 s ", "-10 s", "1.5 s", "1 h 30 min", "s", "10 s s",
+		"9223372036854775807 d", "99999999999999999999 ns",
+	} {
+		_, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"sink.recovery.initial-backoff": value}))
+		var oe *cloudtasksio.OptionError
+		require.ErrorAs(t, err, &oe, "%q", value)
+		assert.Equal(t, "sink.recovery.initial-backoff", oe.Key, "%q", value)
+		assert.Contains(t, oe.Reason, "10 s", "%q: the error shows both forms", value)
+	}
+	_, err = cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"sink.recovery.initial-backoff": "0 ms"}))
+	assert.ErrorContains(t, err, "zero", "a zero Flink duration is zero")
+}

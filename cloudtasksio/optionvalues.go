@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -63,13 +64,21 @@ var (
 	}}
 )
 
-// durationKind is a Go duration: positive, or not negative with allowZero.
+// durationAccepted says what a duration option accepts.
+const durationAccepted = "a Go duration such as 500ms, 10s, 1m30s or 2h, or the Flink connector's form such as 500 ms, 10 s, 5 min or 1 d"
+
+// durationKind is a duration in Go's syntax or the Flink connector's (flinkDuration): positive,
+// or not negative with allowZero.
 func durationKind(allowZero bool) valueKind[time.Duration] {
-	return valueKind[time.Duration]{help: "accepted: a Go duration such as 500ms, 10s or 1h", parse: func(v string) (time.Duration, string) {
+	return valueKind[time.Duration]{help: "accepted: " + durationAccepted, parse: func(v string) (time.Duration, string) {
 		d, err := time.ParseDuration(v)
+		if err != nil {
+			var ok bool
+			if d, ok = flinkDuration(v); !ok {
+				return 0, fmt.Sprintf("value %s is not a duration; accepted: %s", quoteValue(v), durationAccepted)
+			}
+		}
 		switch {
-		case err != nil:
-			return 0, fmt.Sprintf("value %s is not a duration; accepted: a Go duration such as 500ms, 10s, 1m30s or 2h", quoteValue(v))
 		case d < 0:
 			return 0, fmt.Sprintf("value %s is negative; accepted: a positive duration", quoteValue(v))
 		case d == 0 && !allowZero:
@@ -77,6 +86,35 @@ func durationKind(allowZero bool) valueKind[time.Duration] {
 		}
 		return d, ""
 	}}
+}
+
+// flinkUnits are the units of the Flink connector's durations, singular and plural, in any
+// letter case.
+var flinkUnits = map[string]time.Duration{
+	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
+	"h": time.Hour, "hour": time.Hour, "hours": time.Hour,
+	"m": time.Minute, "min": time.Minute, "mins": time.Minute, "minute": time.Minute, "minutes": time.Minute,
+	"s": time.Second, "sec": time.Second, "secs": time.Second, "second": time.Second, "seconds": time.Second,
+	"ms": time.Millisecond, "milli": time.Millisecond, "millis": time.Millisecond, "millisecond": time.Millisecond, "milliseconds": time.Millisecond,
+	"µs": time.Microsecond, "μs": time.Microsecond, "us": time.Microsecond, "micro": time.Microsecond, "micros": time.Microsecond, "microsecond": time.Microsecond, "microseconds": time.Microsecond,
+	"ns": time.Nanosecond, "nano": time.Nanosecond, "nanos": time.Nanosecond, "nanosecond": time.Nanosecond, "nanoseconds": time.Nanosecond,
+}
+
+// flinkDuration parses a duration as the Flink connector writes it ("100 ms", "5 min", "1 h",
+// "2days"): whole digits, optional spaces, then one unit of flinkUnits. Unlike Flink, a number
+// without a unit is refused rather than read as milliseconds (a Go user's "10" likely means
+// something else), and so are spaces around the value, as for every option value.
+func flinkDuration(v string) (time.Duration, bool) {
+	digits := len(v) - len(strings.TrimLeft(v, "0123456789"))
+	unit, ok := flinkUnits[strings.ToLower(strings.TrimLeft(v[digits:], " "))]
+	if digits == 0 || !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v[:digits], 10, 64)
+	if err != nil || n > math.MaxInt64/int64(unit) {
+		return 0, false
+	}
+	return time.Duration(n) * unit, true
 }
 
 // enumValue matches one of the names, in any letter case; accepted lists them for errors.

@@ -608,3 +608,29 @@ func TestTemplateKafkaModeExpandsThroughTheExpansionService(t *testing.T) {
 	assert.Contains(t, err.Error(), "connection refused")
 	assert.NotContains(t, err.Error(), "s3cr3t", "consumer properties may hold credentials")
 }
+
+// TestTemplateDurationRegexTakesWhatTheOptionsTake checks the duration parameters' regex of
+// metadata.json against cloudtasksio.ConfigFromOptions: Go's form and the Flink connector's
+// match, and a value without a unit, or with spaces around it, matches neither.
+func TestTemplateDurationRegexTakesWhatTheOptionsTake(t *testing.T) {
+	var re *regexp.Regexp
+	for _, f := range kafkatemplate.Flags() {
+		if strings.Contains(f.Help, "(option key sink.staged.name-retention)") {
+			require.Len(t, f.Regexes, 1)
+			re = regexp.MustCompile(f.Regexes[0])
+		}
+	}
+	require.NotNil(t, re, "no flag for sink.staged.name-retention")
+	for value, ok := range map[string]bool{
+		"1h": true, "90m": true, "1h30m": true, "1.5h": true, "1 h": true, "90 min": true, "2 Days": true,
+		"3600s": true, "3600 seconds": true, "1d": true,
+		"3600": false, " 1 h": false, "1 h ": false, "1 h 30 min": false, "-1h": false, "1 parsec": false,
+	} {
+		assert.Equal(t, ok, re.MatchString(value), "the regex on %q", value)
+		_, err := cloudtasksio.ConfigFromOptions(map[string]string{
+			"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/",
+			"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": value,
+		})
+		assert.Equal(t, ok, err == nil, "ConfigFromOptions on %q: %v", value, err)
+	}
+}

@@ -82,7 +82,8 @@ func inGroup(group string, flags ...Flag) []Flag {
 
 // Regular expressions of metadata.json, for the values whose shape one can state.
 const (
-	reDuration = `^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// reDuration is Go's form or the Flink connector's (cloudtasksio.ConfigFromOptions).
+	reDuration = `^(([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+|[0-9]+ *(?i:d|days?|h|hours?|m|mins?|minutes?|s|secs?|seconds?|ms|millis?|milliseconds?|us|µs|μs|micros?|microseconds?|ns|nanos?|nanoseconds?))$`
 	reCount    = `^[1-9][0-9]*$`
 	reCount0   = `^[0-9]+$`
 	reBool     = `^(true|false|TRUE|FALSE|True|False)$`
