@@ -20,10 +20,12 @@ type PubSubConfig struct {
 	// MaxInFlightMessages bounds the publishes one DoFn instance leaves outstanding: 0 means
 	// 1000; 1 waits for each publish before the next; -1 waits only in FinishBundle.
 	MaxInFlightMessages int
-	// FlushTimeout bounds each wait for outstanding publishes (0 means 60s); when it expires
-	// the bundle fails and is replayed.
+	// FlushTimeout bounds each wait for outstanding publishes, and each worker's one-time
+	// check that the topic exists (0 means 60s). When it expires the bundle fails and nothing
+	// is dropped: Dataflow replays the bundle; prism fails the job.
 	FlushTimeout time.Duration
-	// EmulatorEndpoint is a Pub/Sub emulator's "host:port", reached without credentials.
+	// EmulatorEndpoint is a Pub/Sub emulator's "host:port", reached over plaintext without
+	// credentials; it cannot be combined with ServiceAccountKeyFile.
 	EmulatorEndpoint string
 	// ServiceAccountKeyFile is the path, on each worker, of a service-account JSON key; empty
 	// means application-default credentials.
@@ -33,15 +35,19 @@ type PubSubConfig struct {
 // errPubSubNotLinked is TryToPubSub's error when the program does not link the output.
 var errPubSubNotLinked = errors.New("deadletter.ToPubSub: the Pub/Sub output is in package " +
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl, which this program does not " +
-	"link: import it (a blank import will do) or call pubsubdl.ToPubSub")
+	"link, or has not initialised yet: import it (a blank import will do) in the package that " +
+	"calls ToPubSub, or call pubsubdl.ToPubSub")
 
 // ToPubSub publishes every element of failed, a PCollection<FailedElement>, to the Pub/Sub
 // topic cfg.Topic, one message per element: it is pubsubdl.ToPubSub (which documents the
 // messages, their limits and the metrics) under the name the project's design contract gives
-// it. Package deadletter does not link the Pub/Sub client, so the program must import
-// github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl, at least blank. ToPubSub
-// panics on a bad configuration, an input that is not a PCollection<FailedElement>, or a
-// program that does not link pubsubdl; TryToPubSub returns those as errors instead.
+// it. Package deadletter does not link the Pub/Sub client, so the package that calls ToPubSub
+// must import github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl, at least blank
+// (pubsubdl installs itself when Go initialises it, which it does before the packages that
+// import it; a pipeline built in the init of a package that does not import it may come
+// first). ToPubSub panics on a bad configuration, an input that is not a
+// PCollection<FailedElement>, or a program in which pubsubdl has not been initialised;
+// TryToPubSub returns those as errors instead.
 func ToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) {
 	if err := TryToPubSub(s, cfg, failed); err != nil {
 		panic(err)
