@@ -50,11 +50,11 @@ import (
 //     "warn", "fail" or "off", adaptive concurrency "on" or "off".
 //
 // Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h") or the Flink
-// connector's ("250 ms", "5 min", "1 d"; a number without a unit is refused); booleans are
-// "true" or "false" in any letter case; integers are decimal; the enumerated values (target
-// type, delivery guarantee, expired-envelope policy, queue preflight, format name, methods)
-// match in any letter case. Option keys themselves are case-sensitive; header names keep the
-// case given.
+// connector's ("250 ms", "5 min", "1 d"; a number without a unit is refused, apart from Go's
+// "0"); booleans are "true" or "false" in any letter case; integers are decimal; the
+// enumerated values (target type, delivery guarantee, expired-envelope policy, queue
+// preflight, format name, methods) match in any letter case. Option keys themselves are
+// case-sensitive; header names keep the case given.
 //
 // An unknown key, a key of the other target family, a blank value (except for header values,
 // app-engine.relative-uri and format options), a value that does not parse or is out of range,

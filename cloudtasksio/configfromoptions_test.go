@@ -464,6 +464,7 @@ func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
 		"10 s": 10 * time.Second, "10 Seconds": 10 * time.Second, "2 min": 2 * time.Minute, "2 m": 2 * time.Minute,
 		"3minutes": 3 * time.Minute, "1 h": time.Hour, "1 hour": time.Hour, "1 d": 24 * time.Hour, "2 days": 48 * time.Hour,
 		"1m30s": 90 * time.Second, "1500 µs": 1500 * time.Microsecond, "1500 us": 1500 * time.Microsecond,
+		"10 MS": 10 * time.Millisecond, "1500 µS": 1500 * time.Microsecond, "007 s": 7 * time.Second,
 	} {
 		cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
 			"sink.recovery.initial-backoff": value, "sink.recovery.max-backoff": "3 d",
@@ -482,8 +483,9 @@ func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
 	assert.Equal(t, 20*time.Second, cfg.Staged.RequestTimeout)
 
 	for _, value := range []string{
-		"100", "100 parsecs", " 10 s", "10 s ", "-10 s", "1.5 s", "1 h 30 min", "s", "10 s s",
-		"9223372036854775807 d", "99999999999999999999 ns",
+		"100", "100 parsecs", " 10 s", "10 s ", "10\ts", "-10 s", "1.5 s", "1 h 30 min", "s", "10 s s",
+		// Only ASCII letters fold: ſ is not s, İ is not i, Greek capital Μ is not µ.
+		"1 ſ", "1 MİN", "1 ΜS",
 	} {
 		_, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"sink.recovery.initial-backoff": value}))
 		var oe *cloudtasksio.OptionError
@@ -491,6 +493,16 @@ func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
 		assert.Equal(t, "sink.recovery.initial-backoff", oe.Key, "%q", value)
 		assert.Contains(t, oe.Reason, "10 s", "%q: the error shows both forms", value)
 	}
+	for _, value := range []string{"106752 d", "9223372036854775807 d", "99999999999999999999 ns", "2562048h"} {
+		_, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"sink.recovery.initial-backoff": value}))
+		assert.ErrorContains(t, err, "too long for a duration", "%q", value)
+	}
 	_, err = cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"sink.recovery.initial-backoff": "0 ms"}))
 	assert.ErrorContains(t, err, "zero", "a zero Flink duration is zero")
+	// Go's zero needs no unit.
+	cfg, err = cloudtasksio.ConfigFromOptions(withQueue(map[string]string{
+		"sink.delivery-guarantee": "exactly-once", "sink.staged.clock-skew-allowance": "0",
+	}))
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Staged.ClockSkewAllowance)
 }

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -67,14 +68,23 @@ var (
 // durationAccepted says what a duration option accepts.
 const durationAccepted = "a Go duration such as 500ms, 10s, 1m30s or 2h, or the Flink connector's form such as 500 ms, 10 s, 5 min or 1 d"
 
+// goDurationSyntax is the grammar of time.ParseDuration: an optional sign, then 0 or numbers
+// each with a unit.
+var goDurationSyntax = regexp.MustCompile(`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`)
+
 // durationKind is a duration in Go's syntax or the Flink connector's (flinkDuration): positive,
 // or not negative with allowZero.
 func durationKind(allowZero bool) valueKind[time.Duration] {
 	return valueKind[time.Duration]{help: "accepted: " + durationAccepted, parse: func(v string) (time.Duration, string) {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			var ok bool
-			if d, ok = flinkDuration(v); !ok {
+			fd, form, fits := flinkDuration(v)
+			switch {
+			case form && fits:
+				d = fd
+			case form || goDurationSyntax.MatchString(v):
+				return 0, fmt.Sprintf("value %s is too long for a duration; accepted: at most 2562047h (about 292 years)", quoteValue(v))
+			default:
 				return 0, fmt.Sprintf("value %s is not a duration; accepted: %s", quoteValue(v), durationAccepted)
 			}
 		}
@@ -88,8 +98,9 @@ func durationKind(allowZero bool) valueKind[time.Duration] {
 	}}
 }
 
-// flinkUnits are the units of the Flink connector's durations, singular and plural, in any
-// letter case.
+// flinkUnits are the units of the Flink connector's durations, singular and plural, in lower
+// case (flinkDuration folds ASCII letters only, as Flink's Locale.US lower-casing does for
+// these words).
 var flinkUnits = map[string]time.Duration{
 	"d": 24 * time.Hour, "day": 24 * time.Hour, "days": 24 * time.Hour,
 	"h": time.Hour, "hour": time.Hour, "hours": time.Hour,
@@ -101,20 +112,33 @@ var flinkUnits = map[string]time.Duration{
 }
 
 // flinkDuration parses a duration as the Flink connector writes it ("100 ms", "5 min", "1 h",
-// "2days"): whole digits, optional spaces, then one unit of flinkUnits. Unlike Flink, a number
-// without a unit is refused rather than read as milliseconds (a Go user's "10" likely means
-// something else), and so are spaces around the value, as for every option value.
-func flinkDuration(v string) (time.Duration, bool) {
+// "2days"): whole digits, optional spaces, then one unit of flinkUnits in any ASCII letter
+// case. form reports whether v has that shape, fits whether its value fits a time.Duration.
+// Unlike Flink, a number without a unit (other than Go's "0") is refused rather than read as
+// milliseconds (a Go user's "10" likely means something else), and so are spaces around the
+// value, as for every option value.
+func flinkDuration(v string) (d time.Duration, form, fits bool) {
 	digits := len(v) - len(strings.TrimLeft(v, "0123456789"))
-	unit, ok := flinkUnits[strings.ToLower(strings.TrimLeft(v[digits:], " "))]
+	unit, ok := flinkUnits[asciiLower(strings.TrimLeft(v[digits:], " "))]
 	if digits == 0 || !ok {
-		return 0, false
+		return 0, false, false
 	}
 	n, err := strconv.ParseInt(v[:digits], 10, 64)
 	if err != nil || n > math.MaxInt64/int64(unit) {
-		return 0, false
+		return 0, true, false
 	}
-	return time.Duration(n) * unit, true
+	return time.Duration(n) * unit, true, true
+}
+
+// asciiLower lower-cases the ASCII letters of s and leaves every other byte as it is.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // enumValue matches one of the names, in any letter case; accepted lists them for errors.

@@ -609,28 +609,39 @@ func TestTemplateKafkaModeExpandsThroughTheExpansionService(t *testing.T) {
 	assert.NotContains(t, err.Error(), "s3cr3t", "consumer properties may hold credentials")
 }
 
-// TestTemplateDurationRegexTakesWhatTheOptionsTake checks the duration parameters' regex of
-// metadata.json against cloudtasksio.ConfigFromOptions: Go's form and the Flink connector's
-// match, and a value without a unit, or with spaces around it, matches neither.
-func TestTemplateDurationRegexTakesWhatTheOptionsTake(t *testing.T) {
+// FuzzTemplateDurationRegexTakesWhatTheOptionsTake checks the duration parameters' regex of
+// metadata.json against cloudtasksio.ConfigFromOptions: the regex matches a value exactly when
+// the option parser reads it as a duration (whatever it then says of its range: zero, negative,
+// too long). Its seeds are both forms, values without a unit or with spaces around them, and
+// letters that only Unicode case folding turns into a unit (ſ, İ, Μ).
+func FuzzTemplateDurationRegexTakesWhatTheOptionsTake(f *testing.F) {
 	var re *regexp.Regexp
-	for _, f := range kafkatemplate.Flags() {
-		if strings.Contains(f.Help, "(option key sink.staged.name-retention)") {
-			require.Len(t, f.Regexes, 1)
-			re = regexp.MustCompile(f.Regexes[0])
+	for _, fl := range kafkatemplate.Flags() {
+		if strings.Contains(fl.Help, "(option key sink.staged.clock-skew-allowance)") {
+			require.Len(f, fl.Regexes, 1)
+			re = regexp.MustCompile(fl.Regexes[0])
 		}
 	}
-	require.NotNil(t, re, "no flag for sink.staged.name-retention")
-	for value, ok := range map[string]bool{
-		"1h": true, "90m": true, "1h30m": true, "1.5h": true, "1 h": true, "90 min": true, "2 Days": true,
-		"3600s": true, "3600 seconds": true, "1d": true,
-		"3600": false, " 1 h": false, "1 h ": false, "1 h 30 min": false, "-1h": false, "1 parsec": false,
+	require.NotNil(f, re, "no flag for sink.staged.clock-skew-allowance")
+	for _, v := range []string{
+		"1h", "90m", "1h30m", "1.5h", ".5s", "5.s", "+10s", "-10s", "0", "+0", "-0", "-0s", "1µs", "1μs",
+		"1 h", "90 min", "2 Days", "3600 seconds", "10 MS", "1d", "0 ms", "007 s",
+		"3600", " 1 h", "1 h ", "1	h", "1 h 30 min", "-1 h", "1 parsec", ".s", "1.5 s", "",
+		"1 ſ", "10 mſ", "1 MİN", "1 mİllis", "1 ΜS", "106752 d", "2562048h", "99999999999999999999 ns",
 	} {
-		assert.Equal(t, ok, re.MatchString(value), "the regex on %q", value)
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if strings.TrimSpace(v) == "" {
+			return // refused as blank before it is parsed, and the flag is left unset
+		}
 		_, err := cloudtasksio.ConfigFromOptions(map[string]string{
 			"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/",
-			"sink.delivery-guarantee": "exactly-once", "sink.staged.name-retention": value,
+			"sink.delivery-guarantee": "exactly-once", "sink.staged.clock-skew-allowance": v,
 		})
-		assert.Equal(t, ok, err == nil, "ConfigFromOptions on %q: %v", value, err)
-	}
+		parsed := err == nil || !strings.Contains(err.Error(), "is not a duration")
+		if re.MatchString(v) != parsed {
+			t.Errorf("%q: the regex matches: %v; ConfigFromOptions: %v", v, re.MatchString(v), err)
+		}
+	})
 }

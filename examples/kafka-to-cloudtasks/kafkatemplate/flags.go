@@ -82,8 +82,6 @@ func inGroup(group string, flags ...Flag) []Flag {
 
 // Regular expressions of metadata.json, for the values whose shape one can state.
 const (
-	// reDuration is Go's form or the Flink connector's (cloudtasksio.ConfigFromOptions).
-	reDuration = `^(([0-9]+(\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+|[0-9]+ *(?i:d|days?|h|hours?|m|mins?|minutes?|s|secs?|seconds?|ms|millis?|milliseconds?|us|µs|μs|micros?|microseconds?|ns|nanos?|nanoseconds?))$`
 	reCount    = `^[1-9][0-9]*$`
 	reCount0   = `^[0-9]+$`
 	reBool     = `^(true|false|TRUE|FALSE|True|False)$`
@@ -93,6 +91,34 @@ const (
 	reEmail    = `^[^@\s]+@[^@\s]+$`
 	reHTTPURL  = `^https?://[^\s]+$`
 )
+
+// reDuration matches the durations cloudtasksio.ConfigFromOptions reads: Go's form (a sign,
+// then 0 or numbers each with a unit) or the Flink connector's (whole digits, optional spaces,
+// one unit word in any ASCII letter case).
+var reDuration = `^([-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)|[0-9]+ *(` + anyASCIICase(
+	"d", "day", "days", "h", "hour", "hours", "m", "min", "mins", "minute", "minutes",
+	"s", "sec", "secs", "second", "seconds", "ms", "milli", "millis", "millisecond", "milliseconds",
+	"µs", "μs", "us", "micro", "micros", "microsecond", "microseconds",
+	"ns", "nano", "nanos", "nanosecond", "nanoseconds") + `))$`
+
+// anyASCIICase is a regular expression alternation of words that matches each with its ASCII
+// letters in either case and nothing else folded: "min" becomes [mM][iI][nN]. (A regex's own
+// case-insensitive flag also folds letters such as ſ into s, which the option parser does not.)
+func anyASCIICase(words ...string) string {
+	var alts []string
+	for _, w := range words {
+		var b strings.Builder
+		for _, r := range w {
+			if 'a' <= r && r <= 'z' {
+				fmt.Fprintf(&b, "[%c%c]", r, r-'a'+'A')
+			} else {
+				b.WriteRune(r)
+			}
+		}
+		alts = append(alts, b.String())
+	}
+	return strings.Join(alts, "|")
+}
 
 // sinkFlag is a row for one cloudtasksio option key.
 func sinkFlag(key, label, help, regex string) Flag {
