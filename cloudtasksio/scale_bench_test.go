@@ -64,11 +64,12 @@ import (
 )
 
 const (
-	scaleWorkerEnv = "CLOUDTASKSIO_SCALE_WORKER" // the worker's JSON scaleWorkerConfig
-	scaleSetEnv    = "CLOUDTASKSIO_SCALE"        // which cases BenchmarkScale runs
-	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"    // CSV file the results are appended to
-	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES" // perfchart CSV of the created/s series
-	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"   // runs only the cases whose name contains it
+	scaleWorkerEnv = "CLOUDTASKSIO_SCALE_WORKER"   // the worker's JSON scaleWorkerConfig
+	scaleSetEnv    = "CLOUDTASKSIO_SCALE"          // which cases BenchmarkScale runs
+	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"      // CSV file the results are appended to
+	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES"   // perfchart CSV of the created/s series
+	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"     // runs only the cases whose name contains it
+	scaleEmuEnv    = "CLOUDTASKSIO_SCALE_EMULATOR" // a built emulator to use instead of this tree's
 
 	scaleProject  = "scale"
 	scaleLocation = "here"
@@ -468,9 +469,21 @@ func fmtShares(s []float64) string {
 }
 
 // buildScaleEmulator builds the standalone emulator command once, into the benchmark's
-// temporary directory.
+// temporary directory, or returns the one CLOUDTASKSIO_SCALE_EMULATOR names: a tree older than
+// the emulator's -create-quota and -create-latency flags runs this harness against a newer
+// tree's emulator (docs/performance.md measures the starting point that way).
 func buildScaleEmulator(b *testing.B) string {
 	b.Helper()
+	if bin := os.Getenv(scaleEmuEnv); bin != "" {
+		st, err := os.Stat(bin)
+		if err != nil {
+			b.Fatalf("%s: %v", scaleEmuEnv, err)
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			b.Fatalf("%s=%q: not an executable file", scaleEmuEnv, bin)
+		}
+		return bin
+	}
 	bin := filepath.Join(b.TempDir(), "cloudtasks-emulator")
 	cmd := exec.Command("go", "build", "-o", bin, "./cloudtaskstest/cmd/cloudtasks-emulator")
 	if out, err := cmd.CombinedOutput(); err != nil {
