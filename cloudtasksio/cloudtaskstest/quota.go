@@ -24,12 +24,18 @@ type tokenBucket struct {
 	refilled time.Time // zero until the first refill: the bucket starts full
 }
 
-// refill adds the tokens earned since the last refill, up to burst.
+// refill adds the tokens earned since the last refill, up to burst. A now before the last
+// refill's (a caller that read the clock, then waited for the lock behind a later one) earns
+// nothing and leaves the bucket's clock where it is: moving it back would earn that interval
+// a second time, and under many concurrent creates the queue would accept more than its rate.
 func (b *tokenBucket) refill(now time.Time, rate, burst float64) {
-	if b.refilled.IsZero() {
+	switch {
+	case b.refilled.IsZero():
 		b.tokens = burst
-	} else if el := now.Sub(b.refilled); el > 0 {
-		b.tokens += el.Seconds() * rate
+	case now.After(b.refilled):
+		b.tokens += now.Sub(b.refilled).Seconds() * rate
+	default:
+		return
 	}
 	b.tokens = min(b.tokens, burst)
 	b.refilled = now

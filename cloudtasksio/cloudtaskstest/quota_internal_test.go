@@ -204,3 +204,40 @@ func TestInjectedAnswersTakeNoQuotaToken(t *testing.T) {
 		assert.Equal(t, 1, s.Stats().QuotaRejections)
 	})
 }
+
+// Concurrent creates read the clock before they take the store's lock, so the bucket can be
+// refilled with a time earlier than its last refill. Such a refill must earn nothing and must
+// not move the bucket's clock back, or the interval between the two times is earned twice:
+// under the thousands of concurrent creates of a start-up storm the emulator then accepted
+// more than its rate (the multi-process harness measured 20,000 creates in 19.3 s under
+// 1,000/s with a bucket of 100).
+func TestTokenBucketEarnsEachIntervalOnceWhenTimesComeOutOfOrder(t *testing.T) {
+	const rate, burst = 10.0, 100.0
+	t0 := time.Unix(1_000_000, 0)
+	b := &tokenBucket{}
+	b.refill(t0, rate, burst)
+	b.tokens = 0 // the burst spent
+
+	b.refill(t0.Add(time.Second), rate, burst)
+	assert.InDelta(t, 10, b.tokens, 1e-9, "one second earns rate tokens")
+	b.refill(t0.Add(500*time.Millisecond), rate, burst)
+	assert.InDelta(t, 10, b.tokens, 1e-9, "a time before the last refill earns nothing")
+	b.refill(t0.Add(time.Second), rate, burst)
+	assert.InDelta(t, 10, b.tokens, 1e-9, "the half second before the last refill is not earned again")
+	b.refill(t0.Add(1500*time.Millisecond), rate, burst)
+	assert.InDelta(t, 15, b.tokens, 1e-9, "time after the last refill still earns")
+
+	// Many readers whose clock readings reach the bucket in any order: over the span of the
+	// readings it earns at most rate times the span.
+	b = &tokenBucket{}
+	b.refill(t0, rate, burst)
+	b.tokens = 0
+	var earned float64
+	offsets := []time.Duration{300, 100, 200, 700, 400, 1000, 600, 900, 500, 800} // milliseconds
+	for _, ms := range offsets {
+		before := b.tokens
+		b.refill(t0.Add(ms*time.Millisecond), rate, burst)
+		earned += b.tokens - before
+	}
+	assert.InDelta(t, rate*1.0, earned, 1e-9, "readings over one second earn one second's tokens")
+}
