@@ -1120,7 +1120,16 @@ func BenchmarkEngine(b *testing.B) {
 func TestATypedNilErrorFromTheCreatorFailsWithoutPanicking(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var typedNil *apierror.APIError
-		h := newHarness(t, scripted(map[string][]error{"a": {typedNil}, "b": {&layered{codes.InvalidArgument, typedNil}}}), baseOptions())
+		// Both answers take a millisecond, so that "b" is submitted before "a" fails the engine:
+		// answered at once, "a" could fail it first (a goroutine's turn), and submitting "b"
+		// would return a's error.
+		f := newFake(func(id string, _ int) (time.Duration, error) {
+			if id == "a" {
+				return time.Millisecond, typedNil
+			}
+			return time.Millisecond, &layered{codes.InvalidArgument, typedNil}
+		})
+		h := newHarness(t, f, baseOptions())
 		require.NoError(t, h.submitID("a"))
 		require.NoError(t, h.submitID("b"))
 		var err error
