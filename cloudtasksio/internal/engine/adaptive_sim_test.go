@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,6 +29,10 @@ type simCase struct {
 	perSecond, burst        float64
 	latency                 time.Duration
 	checkAtEnd              bool
+	// pull, when above 0, cuts the work into pull bundles per instance and hands them out to
+	// whichever instance asks next, as a runner that gives idle workers more work does, instead
+	// of an equal part to each instance.
+	pull int
 }
 
 type simResult struct {
@@ -148,6 +153,8 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 		var wg sync.WaitGroup
 		start := start0
 		per := c.tasks / (c.procs * c.instances)
+		var pulled atomic.Int64 // bundles handed out, when c.pull > 0
+		pullSize := (c.tasks + c.procs*c.instances*c.pull - 1) / max(c.procs*c.instances*c.pull, 1)
 		adaptives := make([]*Adaptive, c.procs)
 		for p := range c.procs {
 			a := NewAdaptive()
@@ -161,10 +168,20 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 					}()
 					o := adaptiveOptions(a)
 					o.MaxInFlight = 1000
-					for b := 0; b < per; b += bundle {
+					for b := 0; ; b += bundle {
+						lo, hi := b, min(b+bundle, per)
+						if c.pull > 0 {
+							n := int(pulled.Add(1)) - 1
+							lo, hi = n*pullSize, min((n+1)*pullSize, c.tasks)
+							if lo >= c.tasks {
+								break
+							}
+						} else if b >= per {
+							break
+						}
 						e := New[string](creator, o, nil)
 						var err error
-						for j := b; j < min(b+bundle, per) && err == nil; j++ {
+						for j := lo; j < hi && err == nil; j++ {
 							err = e.Submit(context.Background(), requestTo(testQueue, fmt.Sprint(p, "-", i, "-", j)))
 						}
 						if err == nil {
@@ -215,6 +232,21 @@ func TestManyProcessesStartWithoutAStormOfRejections(t *testing.T) {
 	assert.Greater(t, r.held, 0.75, "the processes together keep most of the quota once they reach it")
 }
 
+func TestSimulatedWorkHandedOutInBundlesIsCreatedOnceAndWhole(t *testing.T) {
+	// 1,000 tasks do not split evenly over 2 processes of 3 instances (166 each, 4 left over);
+	// cut into 7 bundles per instance (24 of 24 tasks and a last of 16) and handed out as
+	// instances ask, every one is created, once.
+	c := simCase{procs: 2, instances: 3, tasks: 1000, perSecond: 1000, burst: 100, latency: 5 * time.Millisecond, checkAtEnd: true, pull: 7}
+	r := simulate(t, c)
+	assert.Zero(t, r.failed)
+	assert.Equal(t, c.tasks, r.created)
+	var answered int
+	for _, times := range r.procTimes {
+		answered += len(times)
+	}
+	assert.Equal(t, c.tasks, answered, "each task is created by one process")
+}
+
 // simMatrixEnv runs TestSimulatedStartUpMatrix, the whole matrix of start-up simulations that
 // docs/performance.md reports.
 const simMatrixEnv = "CLOUDTASKSIO_SIM_MATRIX"
@@ -232,6 +264,11 @@ const (
 	simRunsEnv   = "CLOUDTASKSIO_SIM_RUNS"
 	simBurstsEnv = "CLOUDTASKSIO_SIM_BURSTS"
 )
+
+// simPullEnv cuts the work of TestSimulatedStartUpMatrix into that many bundles per instance and
+// hands them out to whichever instance asks next (simCase.pull), instead of an equal part to
+// each instance.
+const simPullEnv = "CLOUDTASKSIO_SIM_PULL"
 
 // simCheckEnv sets when TestSimulatedStartUpMatrix's queue reads its bucket: "arrival" (the
 // default: a create's token is taken when it arrives) or "end" (when its latency has passed,
@@ -282,12 +319,17 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 		t.Fatalf("%s=%q: want arrival (the default) or end", simCheckEnv, v)
 	}
 	t.Logf("the queue reads its bucket at a create's %s (%s)", map[bool]string{false: "arrival", true: "end"}[checkAtEnd], simCheckEnv)
+	var pull int
+	if os.Getenv(simPullEnv) != "" {
+		pull = simEnvInt(t, simPullEnv, 0)
+		t.Logf("the work is cut into %d bundles per instance, handed out as instances ask (%s)", pull, simPullEnv)
+	}
 	only := os.Getenv(simOnlyEnv)
 	for _, tasks := range []int{2500, 20000} {
 		for _, lat := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond} {
 			for _, procs := range []int{1, 8} {
 				for _, burst := range bursts {
-					c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: 1000, burst: burst, latency: lat, checkAtEnd: checkAtEnd}
+					c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: 1000, burst: burst, latency: lat, checkAtEnd: checkAtEnd, pull: pull}
 					key := fmt.Sprintf("%d/%d/%d/%v", tasks, lat.Milliseconds(), procs, burst)
 					if only != "" && !strings.Contains(key, only) {
 						continue
