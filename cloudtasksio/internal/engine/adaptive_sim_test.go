@@ -234,7 +234,7 @@ func TestManyProcessesStartWithoutAStormOfRejections(t *testing.T) {
 
 func TestSimulatedWorkHandedOutInBundlesIsCreatedOnceAndWhole(t *testing.T) {
 	// 1,000 tasks do not split evenly over 2 processes of 3 instances (166 each, 4 left over);
-	// cut into 7 bundles per instance (24 of 24 tasks and a last of 16) and handed out as
+	// cut into 7 bundles per instance (41 of 24 tasks and a last of 16) and handed out as
 	// instances ask, every one is created, once.
 	c := simCase{procs: 2, instances: 3, tasks: 1000, perSecond: 1000, burst: 100, latency: 5 * time.Millisecond, checkAtEnd: true, pull: 7}
 	r := simulate(t, c)
