@@ -12,7 +12,10 @@ package cloudtasksio
 // separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
 // CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s and rejected/s series of the cases as
 // perfchart CSV; CLOUDTASKSIO_SCALE_ONLY=<text> runs only the cases whose name holds it
-// (goal/K=8/M=16/N=20000/Q=1/latency=200ms, or K=8/M=16/N=20000).
+// (goal/K=8/M=16/N=20000/Q=1/latency=200ms, or K=8/M=16/N=20000). CLOUDTASKSIO_SCALE_PULL=<n>
+// hands the tasks out in bundles of about a 1/n of an instance's equal part, each to whichever
+// instance of any worker asks next, the way a Dataflow batch job moves work to idle workers,
+// instead of giving every instance its equal part up front.
 // docs/performance.md ("Many processes under one quota") has the figures and says why this
 // stands for a Dataflow worker.
 //
@@ -34,6 +37,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -70,6 +75,7 @@ const (
 	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES"   // perfchart CSV of the created/s series
 	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"     // runs only the cases whose name contains it
 	scaleEmuEnv    = "CLOUDTASKSIO_SCALE_EMULATOR" // a built emulator to use instead of this tree's
+	scalePullEnv   = "CLOUDTASKSIO_SCALE_PULL"     // bundles per instance handed out on demand
 
 	scaleProject  = "scale"
 	scaleLocation = "here"
@@ -110,6 +116,10 @@ type scaleCase struct {
 	Latency   time.Duration // added to every create, rejected or not
 	Quota     float64       // creates per second per queue; 0: none
 	Burst     int           // the quota's bucket
+	// Pull, when above zero, hands the tasks out from one counter in bundles of about
+	// Tasks/(Procs*Instances*Pull), each to the instance that asks next; zero gives each
+	// instance an equal part up front.
+	Pull int
 }
 
 // pool is the ChannelPoolSize a worker of c needs, as tuning.md sizes it: about one connection
@@ -129,15 +139,33 @@ func (c scaleCase) pool() int {
 const scaleMaxPool = 8
 
 func (c scaleCase) String() string {
-	return fmt.Sprintf("K=%d/M=%d/N=%d/Q=%d/latency=%v", c.Procs, c.Instances, c.Tasks, c.Queues, c.Latency)
+	s := fmt.Sprintf("K=%d/M=%d/N=%d/Q=%d/latency=%v", c.Procs, c.Instances, c.Tasks, c.Queues, c.Latency)
+	if c.Pull > 0 {
+		s += fmt.Sprintf("/pull=%d", c.Pull)
+	}
+	return s
+}
+
+// bundle is the size of the bundles of c: an instance's equal part, at most 500, or with Pull a
+// Pull-th of it.
+func (c scaleCase) bundle() int {
+	perInstance := max(1, c.Tasks/(c.Procs*c.Instances))
+	if c.Pull > 0 {
+		return max(1, (perInstance+c.Pull-1)/c.Pull)
+	}
+	return min(perInstance, 500)
 }
 
 // scaleSets are the named sets of cases CLOUDTASKSIO_SCALE selects.
 func scaleSets() map[string][]scaleCase {
 	lats := []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond}
 	sets := map[string][]scaleCase{
-		// The default: a few seconds, enough to see that everything runs.
-		"quick": {{Name: "quick", Procs: 2, Instances: 4, Tasks: 1500, Queues: 1, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100}},
+		// The default: a few seconds each, enough to see that everything runs, with each instance
+		// given its equal part and with the work handed out as instances ask.
+		"quick": {
+			{Name: "quick", Procs: 2, Instances: 4, Tasks: 1500, Queues: 1, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100},
+			{Name: "quick", Procs: 2, Instances: 4, Tasks: 1500, Queues: 1, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100, Pull: 4},
+		},
 	}
 	for _, k := range []int{1, 4, 8} {
 		for _, m := range []int{1, 16, 64} {
@@ -169,6 +197,9 @@ type scaleWorkerConfig struct {
 	Bundle    int
 	Start     time.Time // when every worker starts its instances
 	Pool      int       // gRPC connections of the worker's client (ChannelPoolSize); 0 or 1: one
+	// Work, when set, is the harness's loopback URL that hands out the next bundle (scaleWork);
+	// empty: each instance writes its equal part.
+	Work string
 }
 
 // scaleWorkerResult is what a worker process reports on stdout, as one JSON line.
@@ -179,6 +210,7 @@ type scaleWorkerResult struct {
 	CreatedSlots                []int           // per scaleSlot since Start: tasks created
 	RejectedSlots               []int
 	Duration                    time.Duration // from Start to the last instance's end
+	Bundles                     int           // bundles run to the end (replays not counted)
 	MaxRSSKiB                   int64
 	Err                         string
 }
@@ -282,15 +314,16 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	time.Sleep(time.Until(cfg.Start))
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var failed int
+	var bundles, failed int
 	var firstErr error
 	started := make([]time.Time, cfg.Instances)
 	for i := range cfg.Instances {
 		wg.Go(func() {
 			started[i] = time.Now()
-			f, err := scaleInstance(cfg, spec, i)
+			n, f, err := scaleInstance(cfg, spec, i)
 			mu.Lock()
 			defer mu.Unlock()
+			bundles += n
 			failed += f
 			if err != nil && firstErr == nil {
 				firstErr = err
@@ -303,6 +336,7 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	res := rec.res
 	res.Duration = time.Since(cfg.Start)
 	res.FailedBundles = failed
+	res.Bundles = bundles
 	for i := range cfg.Instances {
 		if at, ok := rec.first[i]; ok {
 			res.FirstWaits = append(res.FirstWaits, at.Sub(started[i]))
@@ -317,40 +351,107 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 // scaleMaxReplays bounds the attempts of one bundle.
 const scaleMaxReplays = 20
 
-// scaleInstance runs one DoFn instance's bundles and returns how many bundle attempts failed.
-func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (failed int, err error) {
+// scaleInstance runs one DoFn instance's bundles and returns how many it ran and how many
+// bundle attempts failed.
+func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (bundles, failed int, err error) {
 	f := &writeFn{Spec: spec}
 	if err := f.Setup(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), fmt.Sprint("instance-", instance)), "write")
 	emit := func(beam.EventTime, deadletter.FailedElement) {}
-	// The tasks are spread as evenly as they go over every instance of every worker.
-	all := cfg.Workers * cfg.Instances
-	g := cfg.Worker*cfg.Instances + instance
-	tasks := cfg.Tasks / all
-	first := g*tasks + min(g, cfg.Tasks%all)
-	if g < cfg.Tasks%all {
-		tasks++
+	next := scaleEqualPart(cfg, instance)
+	if cfg.Work != "" {
+		next = scaleWorkFrom(cfg.Work)
 	}
-	for b := 0; b < tasks; b += cfg.Bundle {
+	for {
+		first, n, err := next()
+		if err != nil {
+			return bundles, failed, err
+		}
+		if n == 0 {
+			return bundles, failed, nil
+		}
 		var bundle []scaleTask
-		for j := b; j < min(b+cfg.Bundle, tasks); j++ {
-			n := first + j
-			bundle = append(bundle, scaleTask{ID: strconv.Itoa(n), Queue: n % cfg.Queues, Key: "task-" + strconv.Itoa(n),
+		for id := first; id < first+n; id++ {
+			bundle = append(bundle, scaleTask{ID: strconv.Itoa(id), Queue: id % cfg.Queues, Key: "task-" + strconv.Itoa(id),
 				URL: fmt.Sprintf("http://127.0.0.1:1/?w=%d&i=%d", cfg.Worker, instance)})
 		}
 		for attempt := 0; ; attempt++ {
 			if attempt == scaleMaxReplays {
-				return failed, fmt.Errorf("a bundle of instance %d failed %d times", instance, scaleMaxReplays)
+				return bundles, failed, fmt.Errorf("a bundle of instance %d failed %d times", instance, scaleMaxReplays)
 			}
 			if err := scaleBundle(ctx, f, bundle, emit); err == nil {
 				break
 			}
 			failed++
 		}
+		bundles++
 	}
-	return failed, nil
+}
+
+// scaleEqualPart returns the bundles of the instance's equal part of the tasks, spread as
+// evenly as they go over every instance of every worker, one per call, then (0, 0).
+func scaleEqualPart(cfg scaleWorkerConfig, instance int) func() (first, n int, err error) {
+	all := cfg.Workers * cfg.Instances
+	g := cfg.Worker*cfg.Instances + instance
+	tasks := cfg.Tasks / all
+	start := g*tasks + min(g, cfg.Tasks%all)
+	if g < cfg.Tasks%all {
+		tasks++
+	}
+	done := 0
+	return func() (int, int, error) {
+		n := min(cfg.Bundle, tasks-done)
+		first := start + done
+		done += n
+		return first, n, nil
+	}
+}
+
+// scaleWorkFrom returns the bundles the harness hands out at url (scaleWork), one per call,
+// then (0, 0) once every task has been handed out.
+func scaleWorkFrom(url string) func() (first, n int, err error) {
+	return func() (int, int, error) {
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, 0, fmt.Errorf("asking for work: %w", err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 100))
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return 0, 0, fmt.Errorf("asking for work: %s %q %v", resp.Status, body, err)
+		}
+		var first, n int
+		if _, err := fmt.Sscanf(string(body), "%d %d", &first, &n); err != nil {
+			return 0, 0, fmt.Errorf("asking for work: the answer %q: %w", body, err)
+		}
+		return first, n, nil
+	}
+}
+
+// scaleWork hands out the tasks of c in bundles of c.bundle(), in order, to whoever asks next,
+// on a loopback HTTP server; it answers "first n", and "0 0" once every task has been handed
+// out. It returns the server's URL and how many bundles it handed out.
+func scaleWork(b *testing.B, c scaleCase) (url string, handedOut func() int) {
+	var mu sync.Mutex
+	next, bundles := 0, 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		first, n := next, min(c.bundle(), c.Tasks-next)
+		next += n
+		if n > 0 {
+			bundles++
+		}
+		mu.Unlock()
+		fmt.Fprintf(w, "%d %d", first, n)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return bundles
+	}
 }
 
 func scaleBundle(ctx context.Context, f *writeFn, bundle []scaleTask, emit func(beam.EventTime, deadletter.FailedElement)) error {
@@ -376,6 +477,7 @@ type scaleResult struct {
 	FailedBundles   int
 	FirstWaitP50    time.Duration
 	FirstWaitP99    time.Duration
+	FirstEnd        float64 // when the first process ended, as a share of the run
 	MaxRSSMiB       float64 // the largest worker's peak RSS
 	Created         int
 	Wall            time.Duration
@@ -412,6 +514,15 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s=%q: no case of %s=%q has it in its name", scaleOnlyEnv, only, scaleSetEnv, names)
 		}
 	}
+	if v := os.Getenv(scalePullEnv); v != "" {
+		pull, err := strconv.Atoi(v)
+		if err != nil || pull < 0 || pull > 1000 {
+			b.Fatalf("%s=%q: want a number of bundles per instance from 0 to 1000", scalePullEnv, v)
+		}
+		for i := range cases {
+			cases[i].Pull = pull
+		}
+	}
 	emulator := buildScaleEmulator(b)
 	var created, rejected []perfchart.Series
 	for _, c := range cases {
@@ -431,6 +542,7 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(float64(r.FirstWaitP50.Microseconds())/1000, "first-wait-p50-ms")
 			b.ReportMetric(float64(r.FirstWaitP99.Microseconds())/1000, "first-wait-p99-ms")
 			b.ReportMetric(r.MaxRSSMiB, "max-rss-MiB")
+			b.ReportMetric(100*r.FirstEnd, "%-first-process-end")
 			b.Logf("process shares %v", fmtShares(r.ProcShares))
 			if r.Created != c.Tasks {
 				b.Errorf("%d tasks created, want %d", r.Created, c.Tasks)
@@ -576,7 +688,11 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	perInstance := max(1, c.Tasks/(c.Procs*c.Instances))
+	var work string
+	handedOut := func() int { return -1 }
+	if c.Pull > 0 {
+		work, handedOut = scaleWork(b, c)
+	}
 	// Give the workers time to start (a test binary of this package takes a moment) so that
 	// they begin together, as the workers of a job that starts.
 	start := time.Now().Add(time.Second + time.Duration(c.Procs)*200*time.Millisecond)
@@ -584,7 +700,7 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	var wg sync.WaitGroup
 	for k := range c.Procs {
 		cfg := scaleWorkerConfig{Addr: addr, Worker: k, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Queues: c.Queues,
-			Bundle: min(perInstance, 500), Start: start, Pool: c.pool()}
+			Bundle: c.bundle(), Start: start, Pool: c.pool(), Work: work}
 		js, _ := json.Marshal(cfg)
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), scaleWorkerEnv+"="+string(js))
@@ -599,10 +715,15 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 		})
 	}
 	wg.Wait()
+	ran := 0
 	for k, r := range results {
 		if r.Err != "" {
 			b.Fatalf("worker %d: %s", k, r.Err)
 		}
+		ran += r.Bundles
+	}
+	if n := handedOut(); n >= 0 && n != ran {
+		b.Errorf("the workers ran %d bundles to the end, the harness handed out %d", ran, n)
 	}
 	return summarizeScale(c, results)
 }
@@ -636,6 +757,10 @@ func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
 		}
 	}
 	r.CreatesPerSec = float64(r.Created) / r.Wall.Seconds()
+	r.FirstEnd = 1
+	for _, w := range rs {
+		r.FirstEnd = min(r.FirstEnd, w.Duration.Seconds()/r.Wall.Seconds())
+	}
 	r.RejectedPerTask = float64(rejected) / float64(max(r.Created, 1))
 	r.QuotaShare, r.T90 = math.NaN(), -1
 	if c.Quota > 0 {
@@ -691,14 +816,15 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	w := csv.NewWriter(f)
 	if os.IsNotExist(statErr) {
 		_ = w.Write([]string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
-			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s"})
+			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share"})
 	}
 	shares := slices.Clone(r.ProcShares)
 	sort.Float64s(shares)
 	_ = w.Write([]string{c.Name, strconv.Itoa(c.Procs), strconv.Itoa(c.Instances), strconv.Itoa(c.Tasks), strconv.Itoa(c.Queues),
 		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
 		f1(r.T90.Seconds()), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
-		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds())})
+		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
+		strconv.Itoa(c.Pull), f3(r.FirstEnd)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)
