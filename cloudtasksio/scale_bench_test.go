@@ -147,6 +147,9 @@ func (c scaleCase) String() string {
 	return s
 }
 
+// id is what names c in the benchmark's output and what CLOUDTASKSIO_SCALE_ONLY matches.
+func (c scaleCase) id() string { return c.Name + "/" + c.String() }
+
 // bundle is the size of the bundles of c: an instance's equal part, at most 500, or with Pull a
 // Pull-th of it.
 func (c scaleCase) bundle() int {
@@ -528,13 +531,13 @@ func BenchmarkScale(b *testing.B) {
 		}
 		seen := map[string]bool{}
 		cases = slices.DeleteFunc(cases, func(c scaleCase) bool {
-			key := c.Name + "/" + c.String()
-			defer func() { seen[key] = true }()
-			return seen[key]
+			dup := seen[c.id()]
+			seen[c.id()] = true
+			return dup
 		})
 	}
 	if only := os.Getenv(scaleOnlyEnv); only != "" {
-		cases = slices.DeleteFunc(cases, func(c scaleCase) bool { return !strings.Contains(c.Name+"/"+c.String(), only) })
+		cases = slices.DeleteFunc(cases, func(c scaleCase) bool { return !strings.Contains(c.id(), only) })
 		if len(cases) == 0 {
 			b.Fatalf("%s=%q: no case of %s=%q has it in its name", scaleOnlyEnv, only, scaleSetEnv, names)
 		}
@@ -542,7 +545,7 @@ func BenchmarkScale(b *testing.B) {
 	emulator := buildScaleEmulator(b)
 	var created, rejected []perfchart.Series
 	for _, c := range cases {
-		b.Run(c.Name+"/"+c.String(), func(b *testing.B) {
+		b.Run(c.id(), func(b *testing.B) {
 			var r scaleResult
 			for b.Loop() {
 				r = runScaleCase(b, emulator, c)
