@@ -136,7 +136,12 @@ func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
 	}{
 		{"not throttled", AdaptiveConcurrencyOn, nil, func(t *testing.T, v int64, set bool) {
 			assert.True(t, set)
-			assert.GreaterOrEqual(t, v, int64(4), "slow start's limit grew from 1 while creates succeeded")
+			// The fake answers at once, so how many creates overlap depends on the scheduler, and
+			// a success grows the limit only when the limit was at least half used. Sent one at
+			// a time, the first three creates are bound by a limit of 0, 1 and 2 and each grows
+			// it; at 3 a lone create no longer does. So 3 is what every schedule reaches (a
+			// race-detector run of CI met it once; most runs reach 4 to 8).
+			assert.GreaterOrEqual(t, v, int64(3), "slow start's limit grew from 1 while creates succeeded")
 			assert.LessOrEqual(t, v, int64(8), "and grows up to the cap, MaxInFlightTasks")
 		}},
 		{"throttled", AdaptiveConcurrencyOn, []error{exhausted, exhausted, exhausted}, func(t *testing.T, v int64, set bool) {
