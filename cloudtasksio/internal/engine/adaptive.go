@@ -2,6 +2,7 @@ package engine
 
 import (
 	"container/list"
+	"math"
 	"sync"
 	"time"
 )
@@ -11,7 +12,8 @@ import (
 // RESOURCE_EXHAUSTED when a queue takes creates faster than its quota; without
 // a limit every request then retries on its own schedule, the retries keep the
 // queue over its quota, and requests run out of attempts. Each queue's state
-// goes through two phases:
+// goes through two phases (a queue given a start rate skips the first, see
+// the third point):
 //
 //   - Slow start. A queue no create has been rejected for starts with one
 //     create in flight, not with the cap: a worker process that starts, or a
@@ -63,7 +65,8 @@ import (
 //     take most of the quota, the rate falls to what the queue takes from this
 //     process in one or two round trips instead of ten percent per round trip.
 //     While creates succeed and the rate is what holds them back, it grows by
-//     growthPerSecond of the rate the first rejection set, or of twice the
+//     growthPerSecond of the rate the first rejection set (or the start rate,
+//     below), or of twice the
 //     rate if that is less (plus growthFloor), per second: by the same creates
 //     per second for every process that started with the same share, whatever
 //     its rate is now, so that a process left behind by its decreases gains on
@@ -92,6 +95,16 @@ import (
 //     paces at what the queue accepted while its bucket emptied, several times
 //     its share, and a tenth per round trip would take many round trips of
 //     rejections to reach it.
+//   - A start rate (Options.StartRate) skips slow start: a queue first used
+//     by an engine that has one starts paced at it, as if a rejection had just
+//     set it there (startPaced). The caller knows its share of the quota (the
+//     quota divided by the processes that share it) and so spends neither
+//     slow start's ramp, which at 200 ms takes over a second to reach a
+//     quota of 1,000/s, nor the burst of rejections that comes when the
+//     processes of a job in slow start together empty the queue's bucket. A
+//     start rate above the share costs rejections until the decreases bring
+//     it down; one below it costs throughput until growth and then the probe
+//     take the rate past it, a few seconds.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -151,7 +164,8 @@ type QueueLimit struct {
 	// included.
 	Decreases int
 	// Rate is the rate, in creates per second, at which the queue's creates
-	// start; 0 in slow start, before any create to the queue was rejected.
+	// start; 0 in slow start, before any create to the queue was rejected
+	// (a queue started at Options.StartRate has one from the start).
 	Rate float64
 	// RTT is the smoothed round trip of the queue's creates; 0 before the
 	// first answer.
@@ -196,11 +210,13 @@ type queueLimit struct {
 	decreasedAt time.Time
 	rtt         time.Duration // smoothed round trip
 	// unit is the rate paced growth is a share of (release); pacedAt is
-	// when the first rejection ended slow start.
+	// when the first rejection ended slow start, or the queue started paced
+	// at Options.StartRate.
 	unit    float64
 	pacedAt time.Time
 	// ceiling is the rate the queue last refused: the rate the last
-	// decrease lowered, or the accepted rate the first rejection read.
+	// decrease lowered, or the accepted rate the first rejection read; for a
+	// queue started at Options.StartRate, until its first decrease, that rate.
 	ceiling float64
 	// probeAge is the growth time credited to the probe since the last
 	// decrease (queueLimit.probe).
@@ -211,6 +227,8 @@ type queueLimit struct {
 	// stormSpell is true from a storm decrease (decrease) until a decrease
 	// that is not one.
 	stormSpell bool
+	// startedPaced is true for a queue started at Options.StartRate.
+	startedPaced bool
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.
@@ -233,9 +251,10 @@ type queueLimit struct {
 	idleSince time.Time
 }
 
-// queue returns the state of path, created at cap or raised to it. The
+// queue returns the state of path, created at cap or raised to it; a state
+// created with a startRate above 0 starts paced at that rate at now. The
 // caller uses it (and settles it after).
-func (a *Adaptive) queue(path string, cap int) *queueLimit {
+func (a *Adaptive) queue(path string, cap int, startRate float64, now time.Time) *queueLimit {
 	if a.queues == nil {
 		a.queues = map[string]*queueLimit{}
 	}
@@ -243,6 +262,9 @@ func (a *Adaptive) queue(path string, cap int) *queueLimit {
 	if q == nil {
 		a.forgetIdle(time.Now())
 		q = &queueLimit{limit: float64(min(cap, initialLimit)), cap: cap, path: path}
+		if startRate > 0 && !math.IsInf(startRate, 1) {
+			q.startPaced(startRate, now)
+		}
 		a.queues[path] = q
 	}
 	if cap > q.cap {
@@ -273,11 +295,12 @@ type permit struct {
 // from the grant). Refused, until is when to ask again: the end of a pause,
 // the time a paced slot comes within the horizon, or the time slow start's
 // floor lets one more create go while none has been answered; zero when the
-// create must wait for a release instead. cap is the caller's MaxInFlight.
-func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok bool, until time.Time) {
+// create must wait for a release instead. cap is the caller's MaxInFlight,
+// startRate its Options.StartRate.
+func (a *Adaptive) acquire(queue string, cap int, startRate float64, now time.Time) (p permit, ok bool, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	q := a.queue(queue, cap)
+	q := a.queue(queue, cap, startRate, now)
 	defer a.settle(q)
 	if now.Before(q.pausedUntil) {
 		return permit{}, false, q.pausedUntil
@@ -292,6 +315,7 @@ func (a *Adaptive) acquire(queue string, cap int, now time.Time) (p permit, ok b
 		}
 		p.start, p.binding = q.slot(now, q.rate)
 		if p.binding {
+			q.bindStart(now)
 			q.boundAt = now
 		}
 	default:

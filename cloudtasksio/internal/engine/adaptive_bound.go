@@ -8,10 +8,10 @@ import "time"
 
 // watch makes releases for queue signal ch (buffered, capacity 1); unwatch
 // stops it.
-func (a *Adaptive) watch(queue string, cap int, ch chan struct{}) {
+func (a *Adaptive) watch(queue string, cap int, startRate float64, ch chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	q := a.queue(queue, cap)
+	q := a.queue(queue, cap, startRate, time.Now())
 	defer a.settle(q)
 	if q.waiters == nil {
 		q.waiters = map[chan struct{}]struct{}{}

@@ -15,7 +15,7 @@ import (
 
 // touch makes one successful create to queue.
 func touch(a *Adaptive, queue string) {
-	p, ok, _ := a.acquire(queue, 100, time.Now())
+	p, ok, _ := a.acquire(queue, 100, 0, time.Now())
 	if !ok {
 		panic("not let through: " + queue)
 	}
@@ -25,15 +25,15 @@ func touch(a *Adaptive, queue string) {
 func TestAdaptiveKeepsAtMostMaxQueuesAndNeverForgetsAQueueInUse(t *testing.T) {
 	a := &Adaptive{MaxQueues: 100}
 	// A throttled queue with a create in flight all along, and one an engine waits for.
-	rejected, ok, _ := a.acquire("busy", 100, time.Now())
+	rejected, ok, _ := a.acquire("busy", 100, 0, time.Now())
 	require.True(t, ok)
 	a.release(rejected, outcomeThrottled, 0, time.Now())
-	busy, ok, _ := a.acquire("busy", 100, time.Now())
+	busy, ok, _ := a.acquire("busy", 100, 0, time.Now())
 	require.True(t, ok)
 	throttledLimit := a.Queue("busy").Limit
 	require.Less(t, throttledLimit, 100.0)
 	wake := make(chan struct{}, 1)
-	a.watch("waited-for", 100, wake)
+	a.watch("waited-for", 100, 0, wake)
 
 	for i := range 100_000 {
 		touch(a, fmt.Sprint("q", i))
@@ -47,7 +47,7 @@ func TestAdaptiveKeepsAtMostMaxQueuesAndNeverForgetsAQueueInUse(t *testing.T) {
 
 	a.release(busy, outcomeSucceeded, 0, time.Now()) // its permit comes back to a kept state
 	a.unwatch("waited-for", wake)
-	p, ok, _ := a.acquire("q0", 100, time.Now())
+	p, ok, _ := a.acquire("q0", 100, 0, time.Now())
 	require.True(t, ok)
 	got := a.Queue("q0")
 	assert.InDelta(t, float64(atOnce), got.Limit, 0.1, "a forgotten queue starts afresh: its limit grows only with time until an answer")
@@ -59,7 +59,7 @@ func TestAdaptiveKeepsAtMostMaxQueuesAndNeverForgetsAQueueInUse(t *testing.T) {
 func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &Adaptive{IdleTTL: 10 * time.Minute}
-		p, ok, _ := a.acquire("throttled", 100, time.Now())
+		p, ok, _ := a.acquire("throttled", 100, 0, time.Now())
 		require.True(t, ok)
 		a.release(p, outcomeThrottled, 0, time.Now())
 		require.Equal(t, 1, a.Queue("throttled").Decreases)
@@ -73,7 +73,7 @@ func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 		assert.Equal(t, 100, a.Queue("steady").Cap, "a queue written every minute is kept")
 		assert.Equal(t, 11, a.Len(), "steady and the new queues of the last 10 minutes")
 
-		p, ok, _ = a.acquire("throttled", 100, time.Now())
+		p, ok, _ = a.acquire("throttled", 100, 0, time.Now())
 		require.True(t, ok, "it starts afresh")
 		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 100, InFlight: 1}, a.Queue("throttled"))
 		a.release(p, outcomeSucceeded, 0, time.Now())

@@ -35,8 +35,8 @@ const (
 	// growthPerSecond and growthFloor are how fast the rate grows while it is
 	// what holds creates back and they succeed, just after a decrease:
 	// unit*growthPerSecond + growthFloor creates per second, per second, where
-	// unit is the rate the first rejection set, or twice the rate if that is
-	// less. Measured without that bound (a review's simulation, one
+	// unit is the rate the first rejection set (or Options.StartRate), or
+	// twice the rate if that is less. Measured without that bound (a review's simulation, one
 	// process alone for 6 s, then seven more): the first held 311 creates/s
 	// of a quota of 1,000 and the others 70 to 122; with it, 107 to 171. The share growthPerSecond
 	// doubles every growthDoubling without a decrease, growthDoublings times
@@ -165,6 +165,9 @@ const (
 	firstReadSpan = 4 * slowStartRound
 	// minRate is the lowest rate, in creates per second.
 	minRate = 0.5
+	// MinStartRate is the lowest Options.StartRate the engine starts a queue
+	// at, the lowest rate it paces at.
+	MinStartRate = minRate
 	// maxGrowthStep bounds the time one success may credit to growth, so a
 	// pause in the traffic does not turn into a jump of the rate.
 	maxGrowthStep = 100 * time.Millisecond

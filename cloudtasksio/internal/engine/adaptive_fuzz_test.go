@@ -8,9 +8,10 @@ import (
 
 // FuzzAdaptiveStateStaysSane drives an Adaptive through any sequence of grants, answers (created,
 // throttled with or without a RetryInfo delay, failed or cancelled; in or out of time order) and
-// steps of time, over three queues of which it keeps two, and checks after every step what the
+// steps of time, over three queues of which it keeps two (the third started at a rate,
+// Options.StartRate, that the step's argument sets), and checks after every step what the
 // engines rely on: the rate, limit and unit are finite numbers in their ranges, the rate is set
-// exactly when a decrease came, a rejection never raises it and a success never lowers it, the
+// exactly when a decrease came or the queue was started at a rate, a rejection never raises it and a success never lowers it, the
 // creates in flight are the permits not given back, a granted create starts now or at a slot no
 // further ahead than the queue books (latestStart), and a refused one is told a time to ask again
 // that lies ahead, never one already past (its engine would ask again at once, forever), or to
@@ -30,7 +31,17 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 	// Many grants and a long silence, then answers long after.
 	f.Add([]byte{0, 255, 0, 0, 255, 0, 0, 255, 0, 0, 255, 0, 2, 4, 120, 3, 1, 7, 3, 0, 7, 1, 1, 2,
 		1, 2, 1, 0, 255, 0})
+	// The third queue started at 5.1/s: grants, a rejection and a success, time, grants again.
+	f.Add([]byte{8, 50, 0, 8, 50, 0, 10, 3, 1, 9, 0, 2, 9, 0, 1, 10, 4, 3, 8, 200, 0, 8, 7, 0, 11, 1, 40})
 	queues := []string{testQueue, testQueue + "-b", testQueue + "-c"}
+	// startRate is the start rate an engine of queue path asks with: the third queue's engines
+	// ask with one from 0.1 to 25.6 creates a second (a queue keeps the first it was started at).
+	startRate := func(path string, x byte) float64 {
+		if path == queues[2] {
+			return (float64(x) + 1) / 10
+		}
+		return 0
+	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
 		a := NewAdaptive()
 		a.MaxQueues = 2
@@ -41,7 +52,7 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 			path := queues[int(op>>2)%len(queues)]
 			switch op % 4 {
 			case 0: // a create asks to go
-				p, ok, until := a.acquire(path, 1+int(x)*4, now)
+				p, ok, until := a.acquire(path, 1+int(x)*4, startRate(path, x), now)
 				switch {
 				case ok && (p.start.Before(now) || p.start.After(now.Add(latestStart(a.Queue(path))))):
 					t.Fatalf("step %d: granted to start %v after now; state %+v", i/3, p.start.Sub(now), a.Queue(path))
@@ -90,7 +101,7 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 				now = now.Add(step * time.Duration(y))
 			}
 			for _, path := range queues {
-				checkQueueState(t, a, path, len(held[path]), i/3)
+				checkQueueState(t, a, path, len(held[path]), i/3, path == queues[2])
 			}
 		}
 	})
@@ -106,8 +117,9 @@ func latestStart(s QueueLimit) time.Duration {
 	return s.RTT
 }
 
-// checkQueueState fails t when the state of path is not sane with held permits outstanding.
-func checkQueueState(t *testing.T, a *Adaptive, path string, held, step int) {
+// checkQueueState fails t when the state of path is not sane with held permits outstanding;
+// startedPaced says the queue's engines ask with a start rate.
+func checkQueueState(t *testing.T, a *Adaptive, path string, held, step int, startedPaced bool) {
 	t.Helper()
 	s := a.Queue(path)
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
@@ -132,7 +144,9 @@ func checkQueueState(t *testing.T, a *Adaptive, path string, held, step int) {
 		t.Fatalf("step %d: %s unit %v, ceiling %v", step, path, s.Unit, ceiling)
 	case !finite(limit) || limit < 0 || !finite(s.Limit):
 		t.Fatalf("step %d: %s limit %v (slow start's %v)", step, path, s.Limit, limit)
-	case (s.Rate == 0) != (s.Decreases == 0):
+	case startedPaced && s.Rate == 0:
+		t.Fatalf("step %d: %s started at a rate has none after %d decreases", step, path, s.Decreases)
+	case !startedPaced && (s.Rate == 0) != (s.Decreases == 0):
 		t.Fatalf("step %d: %s rate %v after %d decreases", step, path, s.Rate, s.Decreases)
 	case s.RTT < 0 || probeAge < 0 || s.Decreases < 0:
 		t.Fatalf("step %d: %s round trip %v, probe age %v, decreases %d", step, path, s.RTT, probeAge, s.Decreases)

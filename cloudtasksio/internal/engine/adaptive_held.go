@@ -51,7 +51,7 @@ func (e *Engine[T]) send(r *Request[T]) {
 	queue := r.Create.GetParent()
 	if len(ad.held[queue]) == 0 {
 		now := time.Now()
-		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, now)
+		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now)
 		if ok && !p.start.After(now) {
 			e.start(r, &p)
 			return
@@ -70,7 +70,7 @@ func (e *Engine[T]) send(r *Request[T]) {
 	}
 	if len(ad.held[queue]) == 0 {
 		ad.queues = append(ad.queues, queue)
-		ad.a.watch(queue, e.opts.MaxInFlight, ad.wake)
+		ad.a.watch(queue, e.opts.MaxInFlight, e.opts.StartRate, ad.wake)
 	}
 	ad.held[queue] = append(ad.held[queue], r)
 	ad.n++
@@ -110,7 +110,7 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 			if !reserved {
 				var ok bool
 				var until time.Time
-				if p, ok, until = ad.a.acquire(queue, e.opts.MaxInFlight, now); !ok {
+				if p, ok, until = ad.a.acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now); !ok {
 					ad.notePause(until)
 					break
 				}

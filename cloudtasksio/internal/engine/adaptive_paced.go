@@ -9,6 +9,32 @@ import (
 	"time"
 )
 
+// startPaced starts a queue no create was sent to paced at rate, at time at,
+// instead of in slow start (Options.StartRate). The rate is taken as the one
+// the queue last refused (the ceiling), so that a rate set below what the
+// queue takes is probed past once creates have succeeded at it for a few
+// seconds (growthDoublings*growthDoubling without a decrease, and the rate a
+// fifth past it), and growth starts as gently as just after a decrease: the
+// caller named this rate, and the first seconds should not run past it.
+// That gentle start counts from the first create the rate holds back
+// (bindStart), not from here: a queue that starts with a trickle and floods
+// later starts its growth at the flood.
+func (q *queueLimit) startPaced(rate float64, at time.Time) {
+	q.rate = max(rate, minRate)
+	q.unit, q.ceiling = q.rate, q.rate
+	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
+	q.startedPaced = true
+}
+
+// bindStart restarts the gentle growth of a queue startPaced started, at
+// time at of the first create its rate holds back, when no rejection has
+// come yet.
+func (q *queueLimit) bindStart(at time.Time) {
+	if q.startedPaced && q.boundAt.IsZero() && q.decreases == 0 {
+		q.grown, q.decreasedAt = at, at
+	}
+}
+
 // grow raises the paced rate after a success at time at of a create that the
 // rate held back.
 func (q *queueLimit) grow(at time.Time) {

@@ -28,7 +28,7 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 		start := time.Now()
 		var sent []time.Duration
 		for {
-			_, ok, until := a.acquire(testQueue, 1000, time.Now())
+			_, ok, until := a.acquire(testQueue, 1000, 0, time.Now())
 			if ok {
 				sent = append(sent, time.Since(start))
 				continue
@@ -263,7 +263,7 @@ func TestAColdStartStoresAtMostAQuarterSecondsFloorInTheLimit(t *testing.T) {
 		a := NewAdaptive()
 		var cold []permit
 		for {
-			p, ok, until := a.acquire(testQueue, 1000, time.Now())
+			p, ok, until := a.acquire(testQueue, 1000, 0, time.Now())
 			if ok {
 				cold = append(cold, p)
 				continue
@@ -618,7 +618,7 @@ func TestTheFirstRejectionReadsTheAcceptedRateOverAQuarterSecond(t *testing.T) {
 		// rate of 1,279/s; the first rejection reads 240 ms (firstReadSpan): 875/s.
 		const rtt = 30 * time.Millisecond
 		a := NewAdaptive()
-		p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+		p, ok, _ := a.acquire(testQueue, 1000, 0, time.Now())
 		require.True(t, ok)
 		start := time.Now()
 		a.mu.Lock()
@@ -649,12 +649,12 @@ func TestTheFirstRejectionAfterAnIdleSpellReadsOnlyTheBusySpell(t *testing.T) {
 		// fewer creates in the six seconds after.)
 		const rtt = 30 * time.Millisecond
 		a := NewAdaptive()
-		p, ok, _ := a.acquire(testQueue, 1000, time.Now())
+		p, ok, _ := a.acquire(testQueue, 1000, 0, time.Now())
 		require.True(t, ok)
 		time.Sleep(rtt)
 		a.release(p, outcomeSucceeded, 0, time.Now())
 		time.Sleep(time.Second)
-		p, ok, _ = a.acquire(testQueue, 1000, time.Now())
+		p, ok, _ = a.acquire(testQueue, 1000, 0, time.Now())
 		require.True(t, ok)
 		burst := time.Now()
 		a.mu.Lock()

@@ -33,6 +33,9 @@ type simCase struct {
 	// whichever instance asks next, as a runner that gives idle workers more work does, instead
 	// of an equal part to each instance.
 	pull int
+	// startRate, when above 0, starts each process's queue paced at that many creates a
+	// second (Options.StartRate) instead of in slow start.
+	startRate float64
 }
 
 type simResult struct {
@@ -168,6 +171,7 @@ func simulate(t *testing.T, c simCase) (r simResult) {
 					}()
 					o := adaptiveOptions(a)
 					o.MaxInFlight = 1000
+					o.StartRate = c.startRate
 					for b := 0; ; b += bundle {
 						lo, hi := b, min(b+bundle, per)
 						if c.pull > 0 {
@@ -270,6 +274,11 @@ const (
 // each instance.
 const simPullEnv = "CLOUDTASKSIO_SIM_PULL"
 
+// simStartRateEnv starts each process of TestSimulatedStartUpMatrix paced at the quota divided
+// by its processes, times this factor ("1", "0.5", "2"), instead of in slow start
+// (simCase.startRate).
+const simStartRateEnv = "CLOUDTASKSIO_SIM_START_RATE"
+
 // simCheckEnv sets when TestSimulatedStartUpMatrix's queue reads its bucket: "arrival" (the
 // default: a create's token is taken when it arrives) or "end" (when its latency has passed,
 // as the harness's emulator does; simCase.checkAtEnd).
@@ -324,12 +333,22 @@ func TestSimulatedStartUpMatrix(t *testing.T) {
 		pull = simEnvInt(t, simPullEnv, 0)
 		t.Logf("the work is cut into %d bundles per instance, handed out as instances ask (%s)", pull, simPullEnv)
 	}
+	var startFactor float64
+	if v := os.Getenv(simStartRateEnv); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0) {
+			t.Fatalf("%s=%q: want a factor above 0 of the quota's share per process, such as 1 or 0.5", simStartRateEnv, v)
+		}
+		startFactor = f
+		t.Logf("each process starts paced at %v times its share of the quota (%s)", f, simStartRateEnv)
+	}
 	only := os.Getenv(simOnlyEnv)
 	for _, tasks := range []int{2500, 20000} {
 		for _, lat := range []time.Duration{5 * time.Millisecond, 30 * time.Millisecond, 200 * time.Millisecond} {
 			for _, procs := range []int{1, 8} {
 				for _, burst := range bursts {
 					c := simCase{procs: procs, instances: instances, tasks: tasks, perSecond: 1000, burst: burst, latency: lat, checkAtEnd: checkAtEnd, pull: pull}
+					c.startRate = startFactor * c.perSecond / float64(procs)
 					key := fmt.Sprintf("%d/%d/%d/%v", tasks, lat.Milliseconds(), procs, burst)
 					if only != "" && !strings.Contains(key, only) {
 						continue

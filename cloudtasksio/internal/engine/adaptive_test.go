@@ -28,7 +28,7 @@ func take(t *testing.T, a *Adaptive, queue string, cap, n int) []permit {
 	t.Helper()
 	ps := make([]permit, n)
 	for i := range ps {
-		p, ok, _ := a.acquire(queue, cap, time.Now())
+		p, ok, _ := a.acquire(queue, cap, 0, time.Now())
 		require.True(t, ok, "permit %d of %d refused; state %+v", i+1, n, a.Queue(queue))
 		ps[i] = p
 	}
@@ -42,7 +42,7 @@ func takeAsLetThrough(t *testing.T, a *Adaptive, queue string, cap, n int) []per
 	t.Helper()
 	ps := make([]permit, 0, n)
 	for len(ps) < n {
-		p, ok, until := a.acquire(queue, cap, time.Now())
+		p, ok, until := a.acquire(queue, cap, 0, time.Now())
 		if !ok {
 			require.False(t, until.IsZero(), "permit %d of %d refused until a release; state %+v", len(ps)+1, n, a.Queue(queue))
 			time.Sleep(time.Until(until))
@@ -56,7 +56,7 @@ func takeAsLetThrough(t *testing.T, a *Adaptive, queue string, cap, n int) []per
 // refused reports whether acquire refuses a create to queue now, giving back the permit when
 // it does not.
 func refused(a *Adaptive, queue string, cap int) bool {
-	p, ok, _ := a.acquire(queue, cap, time.Now())
+	p, ok, _ := a.acquire(queue, cap, 0, time.Now())
 	if ok {
 		a.release(p, outcomeOther, 0, time.Now())
 	}
@@ -81,7 +81,7 @@ func limitOf(a *Adaptive) int {
 func acquireWhenAllowed(t *testing.T, a *Adaptive) permit {
 	t.Helper()
 	for {
-		p, ok, until := a.acquire(testQueue, 1000, time.Now())
+		p, ok, until := a.acquire(testQueue, 1000, 0, time.Now())
 		if ok {
 			return p
 		}
@@ -229,7 +229,7 @@ func TestTheFirstRejectionPacesTheQueueAtTheRateItAccepted(t *testing.T) {
 		gap := time.Duration(float64(time.Second) / got.Rate)
 		var starts []time.Duration
 		for range 5 {
-			p, ok, _ := a.acquire(testQueue, 1000, at)
+			p, ok, _ := a.acquire(testQueue, 1000, 0, at)
 			require.True(t, ok)
 			starts = append(starts, p.start.Sub(at))
 		}
@@ -253,7 +253,7 @@ func TestAPacedQueueBooksSlotsNoFurtherAheadThanARoundTrip(t *testing.T) {
 		now := time.Now()
 		var granted []permit
 		for range 1000 {
-			p, ok, until := a.acquire(testQueue, 1000, now)
+			p, ok, until := a.acquire(testQueue, 1000, 0, now)
 			if !ok {
 				require.False(t, until.IsZero(), "refused with a time to ask again")
 				assert.WithinDuration(t, now.Add(time.Duration(len(granted))*time.Duration(float64(time.Second)/got.Rate)-horizon), until, time.Millisecond)
@@ -275,7 +275,7 @@ func TestRejectionsLowerThePacedRateOncePerRound(t *testing.T) {
 		now := time.Now()
 		var round []permit
 		for range 10 {
-			p, ok, _ := a.acquire(testQueue, 1000, now)
+			p, ok, _ := a.acquire(testQueue, 1000, 0, now)
 			require.True(t, ok)
 			round = append(round, p)
 		}
@@ -322,7 +322,7 @@ func TestThePacedRateGrowsWhileItHoldsCreatesBackAndTheySucceed(t *testing.T) {
 		// Creates offered slower than the rate do not grow it.
 		for range 20 {
 			time.Sleep(time.Second)
-			p, _, _ := a.acquire(testQueue, 1000, time.Now())
+			p, _, _ := a.acquire(testQueue, 1000, 0, time.Now())
 			require.False(t, p.binding)
 			a.release(p, outcomeSucceeded, 0, time.Now())
 		}
@@ -590,18 +590,18 @@ func TestRetryInfoPausesTheQueueUntilItsDelayHasPassed(t *testing.T) {
 		start := time.Now()
 		a.release(ps[0], outcomeThrottled, 3*time.Second, time.Now())
 		a.release(ps[1], outcomeThrottled, time.Second, time.Now()) // a shorter one does not shorten it
-		_, ok, until := a.acquire(testQueue, 10, time.Now())
+		_, ok, until := a.acquire(testQueue, 10, 0, time.Now())
 		assert.False(t, ok)
 		assert.Equal(t, start.Add(3*time.Second), until)
 		assert.Equal(t, start.Add(3*time.Second), a.Queue(testQueue).PausedUntil)
-		_, ok, _ = a.acquire(otherQueue, 10, time.Now())
+		_, ok, _ = a.acquire(otherQueue, 10, 0, time.Now())
 		assert.True(t, ok, "another queue is not paused")
 
 		time.Sleep(3*time.Second - time.Nanosecond)
-		_, ok, _ = a.acquire(testQueue, 10, time.Now())
+		_, ok, _ = a.acquire(testQueue, 10, 0, time.Now())
 		assert.False(t, ok, "still paused a nanosecond before the end")
 		time.Sleep(time.Nanosecond)
-		_, ok, _ = a.acquire(testQueue, 10, time.Now())
+		_, ok, _ = a.acquire(testQueue, 10, 0, time.Now())
 		assert.True(t, ok, "free again when the delay has passed")
 	})
 }
@@ -645,8 +645,8 @@ func TestReleaseWakesTheWatchersOfItsQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
 		mine, others := make(chan struct{}, 1), make(chan struct{}, 1)
-		a.watch(testQueue, 4, mine)
-		a.watch(otherQueue, 4, others)
+		a.watch(testQueue, 4, 0, mine)
+		a.watch(otherQueue, 4, 0, others)
 		ps := takeAsLetThrough(t, a, testQueue, 4, 2)
 		a.release(ps[0], outcomeSucceeded, 0, time.Now())
 		a.release(ps[1], outcomeSucceeded, 0, time.Now()) // the signal does not block when one is pending

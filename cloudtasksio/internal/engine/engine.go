@@ -80,6 +80,16 @@ type Options struct {
 	// Requests it holds back count against MaxInFlight like parked ones. Nil
 	// turns adaptive concurrency off.
 	Adaptive *Adaptive
+	// StartRate, when above 0, is the rate in creates per second at which a
+	// queue starts paced when this engine is the first of the Adaptive's
+	// engines to use it (or the first after the Adaptive forgot it), instead
+	// of in slow start: the caller knows its share of the queue's quota and
+	// says so, so that neither slow start's ramp nor its first burst into the
+	// quota comes first. The rate then grows while creates succeed and falls
+	// when they are rejected, as a paced queue's does (adaptive.go). A rate
+	// below MinStartRate starts at MinStartRate; an infinite one, or none
+	// without Adaptive, is ignored.
+	StartRate float64
 }
 
 // Engine owns the in-flight CreateTask calls of one writer. Create it with
