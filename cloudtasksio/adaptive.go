@@ -11,8 +11,9 @@ import (
 //
 // With it on, each worker process keeps one state per queue (and client setting), shared by every
 // bundle and DoFn instance of the process writing to that queue, so that the process acts as one
-// client of the queue's create quota however many instances it runs. A queue starts in slow start:
-// at most 4 creates in flight, a limit that doubles every round trip while creates succeed (and
+// client of the queue's create quota however many instances it runs. A queue starts in slow start
+// (unless WriterOptions.AdaptiveStartRate is set, below): one create in flight, plus what 100
+// creates a second keep in flight over the round trip, a limit that doubles every round trip while creates succeed (and
 // the limit is in use), spread over the round trip up to MaxInFlightTasks and growing on past it
 // while the process's instances together use it; a pipeline that is never throttled reaches
 // MaxInFlightTasks within a few dozen round trips of its first create to the queue (about a second
@@ -21,13 +22,16 @@ import (
 // the process starts the queue's creates at a rate, spaced evenly, beginning a little below the
 // rate the queue had just accepted; each later rejection lowers the rate by a tenth, or to the
 // rate the queue accepted when that is lower, at most once per round trip however many creates of
-// that round are rejected, and the rate grows by 5% of itself per second while it is what holds
-// creates back and they succeed, faster the longer no rejection comes. docs/configuration.md has
+// that round are rejected, and the rate grows by 5% per second of the rate the first rejection set
+// while it is what holds creates back and they succeed, faster the longer no rejection comes. docs/configuration.md has
 // the figures. A rejected create still retries on the transient budget; when the rejection carries
 // a google.rpc.RetryInfo delay, that request waits at least that long before its next attempt and
-// the queue's other creates from the process wait too. The sink adds no rate setting: the
-// service's answers drive the limit and the rate (docs/tuning.md, "Many workers and the
-// start-up").
+// the queue's other creates from the process wait too. WriterOptions.AdaptiveStartRate skips
+// slow start: a process that knows its share of a queue's quota starts the queue paced at it,
+// and the answers drive the rate from there as after a first rejection (it is where the rate
+// starts, not a cap). Beyond that the sink
+// adds no rate setting: the service's answers drive the limit and the rate (docs/tuning.md,
+// "Many workers and the start-up").
 //
 // With it off, every request retries on its own schedule: a queue held over its quota keeps
 // rejecting retries, requests run out of RecoveryMaxAttempts and bundles fail

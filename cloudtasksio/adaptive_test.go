@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -182,4 +183,103 @@ func TestTheAdaptiveLimitGaugeShowsTheThrottledQueue(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestABadAdaptiveStartRateIsAnErrorNamingTheField(t *testing.T) {
+	for _, r := range []float64{-1, 0.4, math.NaN(), math.Inf(1), 2e6} {
+		w := DefaultWriterOptions()
+		w.AdaptiveStartRate = r
+		_, err := w.resolve()
+		require.Error(t, err, "%v", r)
+		assert.Contains(t, err.Error(), "WriterOptions.AdaptiveStartRate is")
+		assert.Contains(t, err.Error(), "it must be 0 (slow start) or lie in 0.5..1000000 creates per second")
+	}
+	w := DefaultWriterOptions()
+	w.AdaptiveStartRate = 125
+	w.AdaptiveConcurrency = AdaptiveConcurrencyOff
+	_, err := w.resolve()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "WriterOptions.AdaptiveStartRate 125 is set with WriterOptions.AdaptiveConcurrency off")
+	assert.Contains(t, err.Error(), "turn adaptive concurrency on or leave the start rate unset")
+	for _, r := range []float64{0, 0.5, 125, 1e6} {
+		w := DefaultWriterOptions()
+		w.AdaptiveStartRate = r
+		got, err := w.resolve()
+		require.NoError(t, err, "%v", r)
+		assert.Equal(t, r, got.AdaptiveStartRate)
+		assert.Equal(t, r, engineOptions(got).StartRate, "the rate reaches the engine")
+	}
+}
+
+func TestTheAdaptiveStartRateOptionKey(t *testing.T) {
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	const key = "sink.in-flight.adaptive-start-rate"
+	cfg, err := ConfigFromOptions(with())
+	require.NoError(t, err)
+	assert.Zero(t, cfg.Writer.AdaptiveStartRate, "left out: slow start")
+	for v, want := range map[string]float64{"125": 125, "62.5": 62.5, "0.5": 0.5, "007.50": 7.5, "1000000": 1e6} {
+		cfg, err := ConfigFromOptions(with(key, v))
+		require.NoError(t, err, v)
+		assert.Equal(t, want, cfg.Writer.AdaptiveStartRate, v)
+	}
+	bad := map[string]string{
+		"0":                            `value "0" is below 0.5`,
+		"0.4":                          `value "0.4" is below 0.5`,
+		"1000001":                      `value "1000001" is above 1000000`,
+		"1" + strings.Repeat("0", 400): `is above 1000000`,
+	}
+	// What strconv.ParseFloat would read but the key does not: it takes digits and a decimal
+	// fraction, as the template's flag does.
+	for _, v := range []string{"-5", "+5", "fast", "NaN", "inf", "1e3", ".5", "5.", "1_000", "0x10", " 5", "5 ", "1,5"} {
+		bad[v] = fmt.Sprintf("value %q is not a decimal number", v)
+	}
+	for v, says := range bad {
+		_, err := ConfigFromOptions(with(key, v))
+		require.Error(t, err, v)
+		assert.Contains(t, err.Error(), key, v)
+		assert.Contains(t, err.Error(), says, v)
+		assert.Contains(t, err.Error(), "creates per second per worker process, a decimal number from 0.5 to 1000000", v)
+	}
+	_, err = ConfigFromOptions(with(key, "125", "sink.in-flight.adaptive", "off"))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), key+" 125 is set with sink.in-flight.adaptive off")
+	assert.Contains(t, err.Error(), "leave the start rate unset")
+}
+
+// TestAStartRatePacesAQueuesFirstCreates writes five tasks in one bundle with a start rate of
+// 50/s: the creates go 20 ms apart from the first, where slow start would send them as fast as
+// its floor lets them.
+func TestAStartRatePacesAQueuesFirstCreates(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		spec := eoSpec(t, ownSetting("adaptive-start-rate"), eoOrder{}, staged)
+		spec.Writer.AdaptiveStartRate = 50
+		var orders []any
+		for i := range 5 {
+			orders = append(orders, eoOrder{ID: fmt.Sprint(i), Key: fmt.Sprint("k", i)})
+		}
+		envs := stageAll(t, spec, orders...)
+		creator := &fakeCreator{}
+		f := newStagedCreateFnWith(spec, creator)
+		require.NoError(t, f.Setup())
+		ctx := context.Background()
+		start := time.Now()
+		require.NoError(t, f.StartBundle(ctx, nil))
+		for _, e := range envs {
+			require.NoError(t, f.ProcessElement(ctx, e, nil))
+		}
+		require.NoError(t, f.FinishBundle(ctx, nil))
+		require.Len(t, creator.calls, 5)
+		for i, at := range creator.calls {
+			// Within a millisecond: the rate grows a little as the first creates succeed.
+			assert.InDelta(t, float64(time.Duration(i)*20*time.Millisecond), float64(at.Sub(start)), float64(time.Millisecond), "create %d at %v", i, at.Sub(start))
+		}
+	})
 }

@@ -53,9 +53,10 @@ const (
 	MetricParkedTasks = "parkedTasks"
 	// MetricAdaptiveConcurrencyLimit is the gauge of the adaptive concurrency limit
 	// (WriterOptions.AdaptiveConcurrency) of the most throttled queue the reporting DoFn
-	// instance's bundle wrote to, rounded down: slow start's limit (from 4 up to
-	// MaxInFlightTasks) while no queue has been throttled, and once a queue is paced the creates
-	// its rate keeps in flight at the measured round trip (at least 1). It is set when a bundle
+	// instance's bundle wrote to, rounded down: slow start's limit (from 1 up to
+	// MaxInFlightTasks) while no queue has been throttled, and once a queue is paced (after a
+	// rejection, or from its start with WriterOptions.AdaptiveStartRate) the creates its rate
+	// keeps in flight at the measured round trip (at least 1). It is set when a bundle
 	// ends, and not at all with adaptive concurrency off.
 	MetricAdaptiveConcurrencyLimit = "adaptiveConcurrencyLimit"
 

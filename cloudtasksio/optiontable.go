@@ -190,6 +190,8 @@ var optionTable = slices.Concat(
 		optionOf("sink.in-flight.adaptive", "Writer.AdaptiveConcurrency",
 			enumValue("on, off", map[string]AdaptiveConcurrency{"on": AdaptiveConcurrencyOn, "off": AdaptiveConcurrencyOff}),
 			func(c *Config) *AdaptiveConcurrency { return &c.Writer.AdaptiveConcurrency }),
+		optionOf("sink.in-flight.adaptive-start-rate", "Writer.AdaptiveStartRate", startRateValue,
+			func(c *Config) *float64 { return &c.Writer.AdaptiveStartRate }),
 	},
 	formatRows()[1:],
 )

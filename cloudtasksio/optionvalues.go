@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
@@ -53,6 +54,21 @@ var (
 			return 0, fmt.Sprintf("value %s is below 1; accepted: an integer of at least 1", quoteValue(v))
 		}
 		return int(n), ""
+	}}
+	// startRateValue is a rate in creates per second: digits with an optional decimal fraction
+	// (125, 62.5), nothing else ParseFloat takes (no sign, exponent, underscore or hex).
+	startRateValue = valueKind[float64]{help: "accepted: " + startRateAccepted, parse: func(v string) (float64, string) {
+		if !decimalNumber.MatchString(v) {
+			return 0, fmt.Sprintf("value %s is not a decimal number; accepted: %s", quoteValue(v), startRateAccepted)
+		}
+		r, err := strconv.ParseFloat(v, 64)
+		switch {
+		case err != nil || r > maxAdaptiveStartRate: // the only error left is a range error: too many digits
+			return 0, fmt.Sprintf("value %s is above %d; accepted: %s", quoteValue(v), maxAdaptiveStartRate, startRateAccepted)
+		case r < engine.MinStartRate:
+			return 0, fmt.Sprintf("value %s is below %v; accepted: %s", quoteValue(v), engine.MinStartRate, startRateAccepted)
+		}
+		return r, ""
 	}}
 	boolValue = valueKind[bool]{help: "accepted: true, false", parse: func(v string) (bool, string) {
 		switch {
@@ -151,6 +167,13 @@ func enumValue[T any](accepted string, byName map[string]T) valueKind[T] {
 		return x, ""
 	}}
 }
+
+// startRateAccepted says what sink.in-flight.adaptive-start-rate takes.
+var startRateAccepted = fmt.Sprintf("creates per second per worker process, a decimal number from %v to %d", engine.MinStartRate, maxAdaptiveStartRate)
+
+// decimalNumber is the shape of a start rate: digits, then optionally a point and digits. The
+// template's flag checks the same shape (kafkatemplate's reRate).
+var decimalNumber = regexp.MustCompile(`^[0-9]+(\.[0-9]+)?$`)
 
 // quoteValue quotes a rejected value for an error, cut to a length that identifies it without
 // flooding the message. It is only used for values of typed keys (numbers, durations,

@@ -3,6 +3,8 @@ package cloudtasksio
 import (
 	"fmt"
 	"time"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 )
 
 // WriterOptions tune how fast and how persistently one worker creates tasks. The zero value
@@ -41,6 +43,18 @@ type WriterOptions struct {
 	// RESOURCE_EXHAUSTED and raises them again as creates succeed, per worker process and
 	// queue, honouring RetryInfo delays (see AdaptiveConcurrency). Default on.
 	AdaptiveConcurrency AdaptiveConcurrency
+	// AdaptiveStartRate, in creates per second, is the rate at which each worker process
+	// starts creating tasks in a queue it has not written to yet, when adaptive concurrency is
+	// on: the process's share of the queue's create quota, such as the quota divided by the
+	// worker processes that write to the queue at once. From there the rate follows Cloud
+	// Tasks' answers, as it does after a first RESOURCE_EXHAUSTED (see AdaptiveConcurrency).
+	// A rate above the share costs rejected attempts until the answers bring it down; one
+	// below it costs a few seconds of throughput until it grows past. Default 0: slow start,
+	// which learns the quota from the queue's answers and spends its first round trips doing
+	// so (docs/tuning.md, "Many workers and the start-up"). It is where the rate starts, not a
+	// cap: while creates succeed the rate grows past it. Otherwise 0.5 (the lowest rate the
+	// writer paces at) to 1,000,000; not allowed with AdaptiveConcurrencyOff.
+	AdaptiveStartRate float64
 }
 
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
@@ -67,6 +81,8 @@ const (
 	maxInFlightTasks   = 100_000
 	maxChannelPoolSize = 64
 	maxAttempts        = 1_000
+	// maxAdaptiveStartRate is far above any queue's create quota.
+	maxAdaptiveStartRate = 1_000_000
 )
 
 // resolve fills zero fields with defaults and rejects negative or inconsistent values.
@@ -129,6 +145,16 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	}
 	if err := o.AdaptiveConcurrency.validate(); err != nil {
 		return o, err
+	}
+	if r := o.AdaptiveStartRate; r != 0 && !(r >= engine.MinStartRate && r <= maxAdaptiveStartRate) {
+		return o, errField("Writer.AdaptiveStartRate", "is %v; it must be 0 (slow start) or lie in %v..%d creates per second", r, engine.MinStartRate, maxAdaptiveStartRate)
+	}
+	if o.AdaptiveStartRate > 0 && !o.AdaptiveConcurrency.on() {
+		startField, adaptiveField := "Writer.AdaptiveStartRate", "Writer.AdaptiveConcurrency"
+		return o, errFields([]string{startField, adaptiveField}, func(n namer) string {
+			return fmt.Sprintf("%s %v is set with %s off; the start rate is where adaptive concurrency starts a queue: turn adaptive concurrency on or leave the start rate unset",
+				n(startField), o.AdaptiveStartRate, n(adaptiveField))
+		})
 	}
 	return o, nil
 }

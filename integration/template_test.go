@@ -609,20 +609,26 @@ func TestTemplateKafkaModeExpandsThroughTheExpansionService(t *testing.T) {
 	assert.NotContains(t, err.Error(), "s3cr3t", "consumer properties may hold credentials")
 }
 
+// templateFlagRegex is the one regex of metadata.json for the template flag of option key key.
+func templateFlagRegex(f *testing.F, key string) *regexp.Regexp {
+	f.Helper()
+	for _, fl := range kafkatemplate.Flags() {
+		if strings.Contains(fl.Help, "(option key "+key+")") {
+			require.Len(f, fl.Regexes, 1)
+			return regexp.MustCompile(fl.Regexes[0])
+		}
+	}
+	f.Fatalf("no flag for %s", key)
+	return nil
+}
+
 // FuzzTemplateDurationRegexTakesWhatTheOptionsTake checks the duration parameters' regex of
 // metadata.json against cloudtasksio.ConfigFromOptions: the regex matches a value exactly when
 // the option parser reads it as a duration (whatever it then says of its range: zero, negative,
 // too long). Its seeds are both forms, values without a unit or with spaces around them, and
 // letters that only Unicode case folding turns into a unit (ſ, İ, Μ).
 func FuzzTemplateDurationRegexTakesWhatTheOptionsTake(f *testing.F) {
-	var re *regexp.Regexp
-	for _, fl := range kafkatemplate.Flags() {
-		if strings.Contains(fl.Help, "(option key sink.staged.clock-skew-allowance)") {
-			require.Len(f, fl.Regexes, 1)
-			re = regexp.MustCompile(fl.Regexes[0])
-		}
-	}
-	require.NotNil(f, re, "no flag for sink.staged.clock-skew-allowance")
+	re := templateFlagRegex(f, "sink.staged.clock-skew-allowance")
 	for _, v := range []string{
 		"1h", "90m", "1h30m", "1.5h", ".5s", "5.s", "+10s", "-10s", "0", "+0", "-0", "-0s", "1µs", "1μs",
 		"1 h", "90 min", "2 Days", "3600 seconds", "10 MS", "1d", "0 ms", "007 s",
@@ -640,6 +646,30 @@ func FuzzTemplateDurationRegexTakesWhatTheOptionsTake(f *testing.F) {
 			"sink.delivery-guarantee": "exactly-once", "sink.staged.clock-skew-allowance": v,
 		})
 		parsed := err == nil || !strings.Contains(err.Error(), "is not a duration")
+		if re.MatchString(v) != parsed {
+			t.Errorf("%q: the regex matches: %v; ConfigFromOptions: %v", v, re.MatchString(v), err)
+		}
+	})
+}
+
+// FuzzTemplateRateRegexTakesWhatTheOptionsTake checks the start rate parameter's regex of
+// metadata.json against cloudtasksio.ConfigFromOptions: the regex matches a value exactly when
+// the option parser reads it as a decimal number (whatever it then says of its range).
+func FuzzTemplateRateRegexTakesWhatTheOptionsTake(f *testing.F) {
+	re := templateFlagRegex(f, "sink.in-flight.adaptive-start-rate")
+	for _, v := range []string{"125", "62.5", "0.5", "0", "0.4", "007.50", "1000001", "1e3", "1E3", "+5", "-5", ".5", "5.",
+		"1_000", "0x1p4", "NaN", "inf", " 5", "5 ", "1,5", "١٢٣", "12\n"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if strings.TrimSpace(v) == "" {
+			return // refused as blank before it is parsed
+		}
+		_, err := cloudtasksio.ConfigFromOptions(map[string]string{
+			"project": "p", "location": "l", "queue": "q", "http.url": "https://example.com/",
+			"sink.in-flight.adaptive-start-rate": v,
+		})
+		parsed := err == nil || !strings.Contains(err.Error(), "is not a decimal number")
 		if re.MatchString(v) != parsed {
 			t.Errorf("%q: the regex matches: %v; ConfigFromOptions: %v", v, re.MatchString(v), err)
 		}

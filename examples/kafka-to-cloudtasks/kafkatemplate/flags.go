@@ -90,6 +90,7 @@ const (
 	reMethod   = `^(?i)(POST|GET|HEAD|PUT|DELETE|PATCH|OPTIONS)$`
 	reEmail    = `^[^@\s]+@[^@\s]+$`
 	reHTTPURL  = `^https?://[^\s]+$`
+	reRate     = `^[0-9]+(\.[0-9]+)?$` // a decimal number, the shape ConfigFromOptions reads a start rate in
 )
 
 // reDuration matches the durations cloudtasksio.ConfigFromOptions reads: Go's form (a sign,
@@ -236,6 +237,7 @@ var flagTable = func() []Flag {
 		sinkFlag("sink.metrics.per-destination", "Per-destination metrics", "Count sends and errors per queue too, default false (option key sink.metrics.per-destination).", reBool),
 		sinkFlag("sink.queue-preflight", "Queue preflight", "warn (default), fail or off: what a worker does when it finds a queue paused, disabled or overriding task URLs or routing (option key sink.queue-preflight).", `^(?i)(warn|fail|off)$`),
 		sinkFlag("sink.in-flight.adaptive", "Adaptive concurrency", "on (default) or off: lower the creates in flight to a queue when Cloud Tasks answers RESOURCE_EXHAUSTED and raise them again as creates succeed (option key sink.in-flight.adaptive).", `^(?i)(on|off)$`),
+		sinkFlag("sink.in-flight.adaptive-start-rate", "Adaptive start rate", "Creates per second at which each worker process starts each queue, 0.5 to 1000000: its share of the queue's create quota (the quota divided by the workers that start together). Where the rate starts, not a cap. Default: slow start, which learns the quota from the queue's answers (option key sink.in-flight.adaptive-start-rate).", reRate),
 		sinkFlag("client.telemetry", "Client telemetry", "off (default) or on: whether the Cloud Tasks client's OpenTelemetry instrumentation runs (option key client.telemetry).", `^(?i)(on|off)$`),
 	)...)
 	t = append(t, inGroup(GroupFailureHandling,
