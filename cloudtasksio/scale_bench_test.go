@@ -16,7 +16,9 @@ package cloudtasksio
 // (1 to 1000) hands the tasks out in bundles of about an n-th of an instance's equal part, each
 // to whichever instance of any worker asks next, the way a Dataflow batch job moves work to idle
 // workers, instead of giving every instance its equal part up front (in every case that does
-// not hand its work out already).
+// not hand its work out already). CLOUDTASKSIO_SCALE_START_RATE=<f> (above 0, at most 100) starts
+// every worker's queues paced at f times its share of the quota (the quota over K), the sink's
+// WriterOptions.AdaptiveStartRate, instead of in slow start.
 // docs/performance.md ("Many processes under one quota") has the figures and says why this
 // stands for a Dataflow worker.
 //
@@ -70,13 +72,14 @@ import (
 )
 
 const (
-	scaleWorkerEnv = "CLOUDTASKSIO_SCALE_WORKER"   // the worker's JSON scaleWorkerConfig
-	scaleSetEnv    = "CLOUDTASKSIO_SCALE"          // which cases BenchmarkScale runs
-	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"      // CSV file the results are appended to
-	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES"   // perfchart CSV of the created/s series
-	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"     // runs only the cases whose name contains it
-	scaleEmuEnv    = "CLOUDTASKSIO_SCALE_EMULATOR" // a built emulator to use instead of this tree's
-	scalePullEnv   = "CLOUDTASKSIO_SCALE_PULL"     // bundles per instance handed out on demand
+	scaleWorkerEnv = "CLOUDTASKSIO_SCALE_WORKER"     // the worker's JSON scaleWorkerConfig
+	scaleSetEnv    = "CLOUDTASKSIO_SCALE"            // which cases BenchmarkScale runs
+	scaleOutEnv    = "CLOUDTASKSIO_SCALE_OUT"        // CSV file the results are appended to
+	scaleSeriesEnv = "CLOUDTASKSIO_SCALE_SERIES"     // perfchart CSV of the created/s series
+	scaleOnlyEnv   = "CLOUDTASKSIO_SCALE_ONLY"       // runs only the cases whose name contains it
+	scaleEmuEnv    = "CLOUDTASKSIO_SCALE_EMULATOR"   // a built emulator to use instead of this tree's
+	scalePullEnv   = "CLOUDTASKSIO_SCALE_PULL"       // bundles per instance handed out on demand
+	scaleStartEnv  = "CLOUDTASKSIO_SCALE_START_RATE" // start rate as a factor of a worker's share
 
 	scaleProject  = "scale"
 	scaleLocation = "here"
@@ -121,6 +124,9 @@ type scaleCase struct {
 	// Tasks/(Procs*Instances*Pull), each to the instance that asks next; zero gives each
 	// instance an equal part up front.
 	Pull int
+	// StartRate, when above zero, is each worker's WriterOptions.AdaptiveStartRate, in creates
+	// per second per queue; zero: slow start.
+	StartRate float64
 }
 
 // pool is the ChannelPoolSize a worker of c needs, as tuning.md sizes it: about one connection
@@ -143,6 +149,9 @@ func (c scaleCase) String() string {
 	s := fmt.Sprintf("K=%d/M=%d/N=%d/Q=%d/latency=%v", c.Procs, c.Instances, c.Tasks, c.Queues, c.Latency)
 	if c.Pull > 0 {
 		s += fmt.Sprintf("/pull=%d", c.Pull)
+	}
+	if c.StartRate > 0 {
+		s += fmt.Sprintf("/start=%g", c.StartRate)
 	}
 	return s
 }
@@ -204,6 +213,8 @@ type scaleWorkerConfig struct {
 	// Work, when set, is the harness's loopback URL that hands out the next bundle (scaleWork);
 	// empty: each instance writes its equal part.
 	Work string
+	// StartRate is the sink's WriterOptions.AdaptiveStartRate; 0: slow start.
+	StartRate float64
 }
 
 // scaleWorkerResult is what a worker process reports on stdout, as one JSON line.
@@ -311,6 +322,7 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	} else {
 		cfgSink.Queue = q
 	}
+	cfgSink.Writer.AdaptiveStartRate = cfg.StartRate
 	spec, err := compile(cfgSink, typeOf(scaleTask{}))
 	if err != nil {
 		return scaleWorkerResult{}, err
@@ -536,6 +548,17 @@ func BenchmarkScale(b *testing.B) {
 			return dup
 		})
 	}
+	if v := os.Getenv(scaleStartEnv); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(f > 0 && f <= 100) {
+			b.Fatalf("%s=%q: want a factor of a worker's share of the quota above 0 and at most 100, such as 1 or 0.5", scaleStartEnv, v)
+		}
+		for i := range cases {
+			if cases[i].Quota > 0 {
+				cases[i].StartRate = f * cases[i].Quota / float64(cases[i].Procs)
+			}
+		}
+	}
 	if only := os.Getenv(scaleOnlyEnv); only != "" {
 		cases = slices.DeleteFunc(cases, func(c scaleCase) bool { return !strings.Contains(c.id(), only) })
 		if len(cases) == 0 {
@@ -719,7 +742,7 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	var wg sync.WaitGroup
 	for k := range c.Procs {
 		cfg := scaleWorkerConfig{Addr: addr, Worker: k, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Queues: c.Queues,
-			Bundle: c.bundle(), Start: start, Pool: c.pool(), Work: work}
+			Bundle: c.bundle(), Start: start, Pool: c.pool(), Work: work, StartRate: c.StartRate}
 		js, _ := json.Marshal(cfg)
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), scaleWorkerEnv+"="+string(js))
@@ -835,7 +858,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	w := csv.NewWriter(f)
 	if os.IsNotExist(statErr) {
 		_ = w.Write([]string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
-			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share"})
+			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate"})
 	}
 	shares := slices.Clone(r.ProcShares)
 	sort.Float64s(shares)
@@ -843,7 +866,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
 		f1(r.T90.Seconds()), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
 		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
-		strconv.Itoa(c.Pull), f3(r.FirstEnd)})
+		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)
