@@ -224,10 +224,14 @@ type scaleWorkerResult struct {
 	FirstWaits                  []time.Duration // per instance: its start to its first create's send
 	CreatedSlots                []int           // per scaleSlot since Start: tasks created
 	RejectedSlots               []int
-	Duration                    time.Duration // from Start to the last instance's end
-	Bundles                     int           // bundles run to the end (replays not counted)
-	MaxRSSKiB                   int64
-	Err                         string
+	// FirstCreated and LastCreated are when the first and the last create that made a task
+	// came back, since Start; the emulator adds its latency before it takes a create from the
+	// quota, so a fixed time after the queue took it.
+	FirstCreated, LastCreated time.Duration
+	Duration                  time.Duration // from Start to the last instance's end
+	Bundles                   int           // bundles run to the end (replays not counted)
+	MaxRSSKiB                 int64
+	Err                       string
 }
 
 // scaleRecorder is the worker's client interceptor: it sees every CreateTask the sink sends.
@@ -267,6 +271,12 @@ func (r *scaleRecorder) intercept(ctx context.Context, method string, req, reply
 		if slot >= 0 {
 			r.res.CreatedSlots[slot]++
 		}
+		at := time.Since(r.start)
+		if r.res.Created == 0 || at < r.res.FirstCreated {
+			r.res.FirstCreated = at
+		}
+		r.res.LastCreated = max(r.res.LastCreated, at)
+		r.res.Created++
 	case codes.ResourceExhausted:
 		r.res.Rejected++
 		if slot >= 0 {
@@ -357,9 +367,6 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 		if at, ok := rec.first[i]; ok {
 			res.FirstWaits = append(res.FirstWaits, at.Sub(started[i]))
 		}
-	}
-	for _, n := range res.CreatedSlots {
-		res.Created += n
 	}
 	return res, firstErr
 }
@@ -489,8 +496,13 @@ func scaleBundle(ctx context.Context, f *writeFn, bundle []scaleTask, emit func(
 
 // scaleResult is one case's figures.
 type scaleResult struct {
-	CreatesPerSec   float64
-	QuotaShare      float64 // of the quota of the queues written to; NaN without a quota
+	CreatesPerSec float64
+	QuotaShare    float64 // of the quota of the queues written to; NaN without a quota
+	// HeldShare is the share of the quota the queue held from the first task it made to the
+	// last: the tasks made after the first over that span. Unlike QuotaShare it leaves out the
+	// round trip before the first answer and the one after the last, which no sink can avoid,
+	// and keeps everything between, slow start and a straggler's tail included.
+	HeldShare       float64
 	RejectedPerTask float64
 	T90             time.Duration // first time the created rate over 500 ms reached 90% of the quota; -1: never
 	ProcShares      []float64     // each process's created rate over its run, as a share of the sum
@@ -576,6 +588,7 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.CreatesPerSec, "creates/s")
 			if !math.IsNaN(r.QuotaShare) {
 				b.ReportMetric(100*r.QuotaShare, "%-of-quota")
+				b.ReportMetric(100*r.HeldShare, "%-of-quota-held")
 				b.ReportMetric(r.T90.Seconds(), "s-to-90%")
 			}
 			b.ReportMetric(r.RejectedPerTask, "rejected/task")
@@ -804,10 +817,22 @@ func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
 		r.FirstEnd = min(r.FirstEnd, w.Duration.Seconds()/r.Wall.Seconds())
 	}
 	r.RejectedPerTask = float64(rejected) / float64(max(r.Created, 1))
-	r.QuotaShare, r.T90 = math.NaN(), -1
+	r.QuotaShare, r.HeldShare, r.T90 = math.NaN(), math.NaN(), -1
 	if c.Quota > 0 {
 		quota := c.Quota * float64(min(c.Queues, c.Tasks))
 		r.QuotaShare = r.CreatesPerSec / quota
+		first, last := time.Duration(-1), time.Duration(0)
+		for _, w := range rs {
+			if w.Created > 0 {
+				if first < 0 || w.FirstCreated < first {
+					first = w.FirstCreated
+				}
+				last = max(last, w.LastCreated)
+			}
+		}
+		if last > first && first >= 0 {
+			r.HeldShare = float64(r.Created-1) / (last - first).Seconds() / quota
+		}
 		const window = 5 // slots: 500 ms
 		for i := range r.CreatedPerSlot {
 			sum := 0
@@ -858,7 +883,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	w := csv.NewWriter(f)
 	if os.IsNotExist(statErr) {
 		_ = w.Write([]string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
-			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate"})
+			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share"})
 	}
 	shares := slices.Clone(r.ProcShares)
 	sort.Float64s(shares)
@@ -866,7 +891,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
 		f1(r.T90.Seconds()), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
 		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
-		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate)})
+		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)
