@@ -104,7 +104,12 @@ import (
 //     processes of a job in slow start together empty the queue's bucket. A
 //     start rate above the share costs rejections until the decreases bring
 //     it down; one below it costs throughput until growth and then the probe
-//     take the rate past it, a few seconds.
+//     take the rate past it, a few seconds. The start rate is also a floor:
+//     a decrease takes the rate at most a tenth below it, because a process
+//     told its share that is refused learns only that some peers grew past
+//     theirs, until the answers say the share was set too high (a round of
+//     mostly rejections at or near it, or floorStrikeLimit decreases in a
+//     row there), and then the floor goes (holdFloor).
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -229,6 +234,11 @@ type queueLimit struct {
 	stormSpell bool
 	// startedPaced is true for a queue started at Options.StartRate.
 	startedPaced bool
+	// floor is the start rate of a queue started at Options.StartRate, 0 for
+	// one started in slow start and once the answers said it was set too high;
+	// floorStrikes counts the decreases in a row at or near it (holdFloor).
+	floor        float64
+	floorStrikes int
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.

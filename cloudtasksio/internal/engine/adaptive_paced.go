@@ -24,6 +24,7 @@ func (q *queueLimit) startPaced(rate float64, at time.Time) {
 	q.unit, q.ceiling = q.rate, q.rate
 	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
 	q.startedPaced = true
+	q.floor, q.floorStrikes = q.rate, 0
 }
 
 // bindStart restarts the gentle growth of a queue startPaced started, at
@@ -32,6 +33,40 @@ func (q *queueLimit) startPaced(rate float64, at time.Time) {
 func (q *queueLimit) bindStart(at time.Time) {
 	if q.startedPaced && q.boundAt.IsZero() && q.decreases == 0 {
 		q.grown, q.decreasedAt = at, at
+	}
+}
+
+// holdFloor keeps a decrease of a queue started at a start rate, its floor,
+// from taking the rate more than a tenth below it. before is the rate the
+// queue refused, and mostlyRejected says whether most answers since the last
+// decrease were rejections. The processes that share the quota were told
+// their shares, and a rejection of a rate more than floorMargin above the
+// floor says only that some of them grew past theirs. Without the floor, the
+// process whose answers happened to hold most of a round trip's rejections
+// came down furthest (to half, at a storm, or to a low reading of what the
+// queue accepted from it) and, with its equal part of the work, ended long
+// after the others, which left their shares unused at the end. (Held at the
+// floor itself, eight processes of a long job at 200 ms kept the quota's
+// bucket empty and held 90-95% of it; a tenth below leaves it room.)
+//
+// A rejection at or near the floor may say that the share was set too high
+// (more processes share the quota than were counted, or it shrank): when most
+// of the round's answers were rejections, or at the floorStrikeLimit-th such
+// decrease in a row, the floor goes, and this decrease and the ones after it
+// go as they would have without it.
+func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
+	switch {
+	case q.floor == 0:
+	case before > q.floor*(1+floorMargin):
+		q.floorStrikes = 0
+		q.rate = max(q.rate, q.floor*decreaseFactor)
+	default:
+		q.floorStrikes++
+		if mostlyRejected || q.floorStrikes >= floorStrikeLimit {
+			q.floor = 0
+			return
+		}
+		q.rate = max(q.rate, q.floor*decreaseFactor)
 	}
 }
 
@@ -92,6 +127,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		q.ceiling = max(rate, minRate)
 		q.next, q.pacedAt = at, at
 	} else {
+		before := q.rate
 		q.ceiling = q.rate
 		q.rate *= decreaseFactor
 		// The accepted rate says what the quota lets through only if the rate
@@ -141,6 +177,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		// small share for the rest of the run.
 		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
+		q.holdFloor(before, q.roundRejected > q.roundAccepted)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
 			// into a quota others left, and this is what it found.

@@ -190,3 +190,76 @@ func TestTheGentleStartCountsFromTheFirstCreateTheRateHoldsBack(t *testing.T) {
 		assert.Greater(t, a.Queue(testQueue).Rate, 100.0, "it grew")
 	})
 }
+
+// startedAt200 is a queue started at a start rate of 200/s, at a round trip of 30 ms, and a
+// function that sets its rate and the round's answers and calls decrease after the given time.
+func startedAt200() (*queueLimit, func(rate float64, after time.Duration, accepted, rejected int)) {
+	now := time.Unix(1_000_000, 0)
+	q := &queueLimit{}
+	q.startPaced(200, now)
+	q.rtt = 30 * time.Millisecond
+	return q, func(rate float64, after time.Duration, accepted, rejected int) {
+		q.rate = rate
+		q.roundAccepted, q.roundRejected = accepted, rejected
+		now = now.Add(after)
+		q.decrease(now)
+	}
+}
+
+func TestADecreaseTakesAtMostATenthOffTheStartRate(t *testing.T) {
+	q, decreaseAt := startedAt200()
+
+	// The rate grew past the start rate and was refused: a tenth off, as for any paced rate.
+	decreaseAt(260, time.Second, 0, 0)
+	assert.InDelta(t, 260*decreaseFactor, q.rate, 1e-9)
+
+	// A storm a round trip later (most answers since were rejections) would halve the rate; it
+	// stops a tenth below the start rate.
+	decreaseAt(230, 50*time.Millisecond, 1, 10)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "a tenth below the start rate, not half")
+	assert.Equal(t, 200.0, q.floor)
+
+	// Refused within floorMargin of the start rate, with few rejections: a tenth off, and the
+	// start rate stays the floor.
+	decreaseAt(205, time.Second, 5, 1)
+	assert.InDelta(t, 205*decreaseFactor, q.rate, 1e-9)
+	assert.Equal(t, 200.0, q.floor)
+	assert.Equal(t, 1, q.floorStrikes)
+
+	// Grown back past the margin and refused: the count of decreases at the floor starts again.
+	decreaseAt(215, time.Second, 5, 1)
+	assert.InDelta(t, 215*decreaseFactor, q.rate, 1e-9)
+	assert.Zero(t, q.floorStrikes)
+
+	// Refused at the floor floorStrikeLimit times in a row: the share was set too high, and the
+	// floor goes; this decrease and the ones after it go below it.
+	for range floorStrikeLimit - 1 {
+		decreaseAt(200, time.Second, 5, 1)
+		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+	}
+	assert.Equal(t, 200.0, q.floor)
+	decreaseAt(q.rate, time.Second, 5, 1)
+	assert.Zero(t, q.floor)
+	assert.InDelta(t, 200*decreaseFactor*decreaseFactor, q.rate, 1e-9)
+	decreaseAt(q.rate, time.Second, 5, 1)
+	assert.InDelta(t, 200*decreaseFactor*decreaseFactor*decreaseFactor, q.rate, 1e-9)
+}
+
+func TestARoundOfMostlyRejectionsAtTheStartRateGivesTheFloorUp(t *testing.T) {
+	q, decreaseAt := startedAt200()
+
+	// Most of the round refused at the start rate: it was set above the share the queue gives.
+	decreaseAt(200, time.Second, 2, 10)
+	assert.Zero(t, q.floor)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+	decreaseAt(q.rate, time.Second, 5, 1)
+	assert.InDelta(t, 200*decreaseFactor*decreaseFactor, q.rate, 1e-9, "no floor holds it")
+
+	// A storm at the start rate, a round trip after the first decrease, comes down to what the
+	// queue accepted, as without a floor.
+	q, decreaseAt = startedAt200()
+	decreaseAt(260, time.Second, 0, 0)
+	decreaseAt(205, 50*time.Millisecond, 1, 10)
+	assert.Zero(t, q.floor)
+	assert.InDelta(t, 205*stormFloor, q.rate, 1e-9, "halved, as a storm is")
+}
