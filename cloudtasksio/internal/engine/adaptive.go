@@ -109,7 +109,8 @@ import (
 //     told its share that is refused learns only that some peers grew past
 //     theirs, until the answers say the share was set too high (a round of
 //     mostly rejections at or near it, or floorStrikeLimit decreases in a
-//     row there), and then the floor goes (holdFloor).
+//     row there without growing back to it), and then the floor goes
+//     (holdFloor).
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.

@@ -51,9 +51,12 @@ func (q *queueLimit) bindStart(at time.Time) {
 //
 // A rejection at or near the floor may say that the share was set too high
 // (more processes share the quota than were counted, or it shrank): when most
-// of the round's answers were rejections, or at the floorStrikeLimit-th such
-// decrease in a row, the floor goes, and this decrease and the ones after it
-// go as they would have without it.
+// of the round's answers were rejections (at least stormMinRejected of them),
+// or at the floorStrikeLimit-th such decrease in a row without the rate
+// growing back to the floor in between (grow), the floor goes, and this
+// decrease and the ones after it go as they would have without it. Processes
+// at their shares are refused near their floors too, when peers grew past
+// theirs; they grow back to it between decreases, and keep it.
 func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 	switch {
 	case q.floor == 0:
@@ -94,6 +97,11 @@ func (q *queueLimit) grow(at time.Time) {
 	// send faster (their MaxInFlight holds them back, or there is no more
 	// work), no slot lies ahead of its create and the rate stops growing.
 	q.rate += max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
+	if q.floor > 0 && q.rate >= q.floor {
+		// Back at the start rate: the decreases near it since did not
+		// say it was set too high (holdFloor).
+		q.floorStrikes = 0
+	}
 	q.grown = latest(q.grown, at)
 }
 
@@ -177,7 +185,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		// small share for the rest of the run.
 		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
-		q.holdFloor(before, q.roundRejected > q.roundAccepted)
+		q.holdFloor(before, q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
 			// into a quota others left, and this is what it found.

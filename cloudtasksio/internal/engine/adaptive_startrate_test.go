@@ -191,23 +191,30 @@ func TestTheGentleStartCountsFromTheFirstCreateTheRateHoldsBack(t *testing.T) {
 	})
 }
 
-// startedAt200 is a queue started at a start rate of 200/s, at a round trip of 30 ms, and a
-// function that sets its rate and the round's answers and calls decrease after the given time.
-func startedAt200() (*queueLimit, func(rate float64, after time.Duration, accepted, rejected int)) {
+// startedAt200 is a queue started at a start rate of 200/s, at a round trip of 30 ms; decreaseAt
+// sets its rate and the round's answers and calls decrease after the given time, and growAt sets
+// its rate and calls grow after the given time.
+func startedAt200() (q *queueLimit, decreaseAt func(rate float64, after time.Duration, accepted, rejected int), growAt func(rate float64, after time.Duration)) {
 	now := time.Unix(1_000_000, 0)
-	q := &queueLimit{}
+	q = &queueLimit{}
 	q.startPaced(200, now)
 	q.rtt = 30 * time.Millisecond
-	return q, func(rate float64, after time.Duration, accepted, rejected int) {
+	decreaseAt = func(rate float64, after time.Duration, accepted, rejected int) {
 		q.rate = rate
 		q.roundAccepted, q.roundRejected = accepted, rejected
 		now = now.Add(after)
 		q.decrease(now)
 	}
+	growAt = func(rate float64, after time.Duration) {
+		q.rate = rate
+		now = now.Add(after)
+		q.grow(now)
+	}
+	return q, decreaseAt, growAt
 }
 
 func TestADecreaseTakesAtMostATenthOffTheStartRate(t *testing.T) {
-	q, decreaseAt := startedAt200()
+	q, decreaseAt, _ := startedAt200()
 
 	// The rate grew past the start rate and was refused: a tenth off, as for any paced rate.
 	decreaseAt(260, time.Second, 0, 0)
@@ -234,8 +241,8 @@ func TestADecreaseTakesAtMostATenthOffTheStartRate(t *testing.T) {
 	// Refused at the floor floorStrikeLimit times in a row: the share was set too high, and the
 	// floor goes; this decrease and the ones after it go below it.
 	for range floorStrikeLimit - 1 {
-		decreaseAt(200, time.Second, 5, 1)
-		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+		decreaseAt(190, time.Second, 5, 1)
+		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "a tenth below the start rate, not a tenth below 190")
 	}
 	assert.Equal(t, 200.0, q.floor)
 	decreaseAt(q.rate, time.Second, 5, 1)
@@ -246,7 +253,7 @@ func TestADecreaseTakesAtMostATenthOffTheStartRate(t *testing.T) {
 }
 
 func TestARoundOfMostlyRejectionsAtTheStartRateGivesTheFloorUp(t *testing.T) {
-	q, decreaseAt := startedAt200()
+	q, decreaseAt, _ := startedAt200()
 
 	// Most of the round refused at the start rate: it was set above the share the queue gives.
 	decreaseAt(200, time.Second, 2, 10)
@@ -257,9 +264,29 @@ func TestARoundOfMostlyRejectionsAtTheStartRateGivesTheFloorUp(t *testing.T) {
 
 	// A storm at the start rate, a round trip after the first decrease, comes down to what the
 	// queue accepted, as without a floor.
-	q, decreaseAt = startedAt200()
+	q, decreaseAt, _ = startedAt200()
 	decreaseAt(260, time.Second, 0, 0)
 	decreaseAt(205, 50*time.Millisecond, 1, 10)
 	assert.Zero(t, q.floor)
 	assert.InDelta(t, 205*stormFloor, q.rate, 1e-9, "halved, as a storm is")
+}
+
+func TestTheFloorStaysWhileTheRateGrowsBackToItBetweenDecreases(t *testing.T) {
+	q, decreaseAt, growAt := startedAt200()
+
+	// Processes at their shares are refused near their floors when peers grew past theirs; a
+	// rate that grows back to the floor in between keeps it, however many such decreases come.
+	for range 2 * floorStrikeLimit {
+		decreaseAt(200, time.Second, 5, 1)
+		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+		growAt(200, 100*time.Millisecond)
+		assert.Zero(t, q.floorStrikes, "back at the floor")
+	}
+	assert.Equal(t, 200.0, q.floor)
+
+	// A round whose only answer is the rejection is no evidence that the start rate was too
+	// high: fewer than stormMinRejected rejections do not give the floor up.
+	decreaseAt(200, 10*time.Millisecond, 0, stormMinRejected-1)
+	assert.Equal(t, 200.0, q.floor)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
 }
