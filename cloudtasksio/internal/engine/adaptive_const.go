@@ -68,11 +68,12 @@ const (
 	// about two seconds, many round trips.
 	// Simulated (medians of 15 runs), eight processes at their shares with
 	// equal parts: 2,500 tasks each at 30 ms held 95.7% of the quota without
-	// the floor, 99.0% with it; at 5 ms 96.1% and 99.5%; 20,000 tasks at 200
-	// ms 90.8% and 95.0%; the rejections unchanged. At twice the share, where
-	// holding the floor for floorStrikeLimit decreases cost eight processes of
-	// 2,500 tasks at 30 ms 0.088 rejected attempts per task against 0.066,
-	// giving it up at a round of mostly rejections costs 0.068.
+	// the floor, 98.5% with it; at 5 ms 96.1% and 98.3%; 20,000 tasks at 200
+	// ms 90.8% and 95.5%; the rejections unchanged. At twice the share, where
+	// holding the floor for floorStrikeLimit decreases whatever the answers
+	// cost eight processes of 2,500 tasks at 30 ms 0.088 rejected attempts per
+	// task against 0.066, giving it up at a round of mostly rejections costs
+	// 0.072.
 	floorMargin      = 0.05
 	floorStrikeLimit = 3
 	// slowStartGrowth is what each success adds to slow start's limit (the
