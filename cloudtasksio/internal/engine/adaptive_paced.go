@@ -47,7 +47,7 @@ func (q *queueLimit) bindStart(at time.Time) {
 // queue accepted from it) and, with its equal part of the work, ended long
 // after the others, which left their shares unused at the end. (Held at the
 // floor itself, eight processes of a long job at 200 ms kept the quota's
-// bucket empty and held 90-95% of it; a tenth below leaves it room.)
+// bucket empty and held 90-96% of it; a tenth below leaves it room.)
 //
 // A rejection at or near the floor may say that the share was set too high
 // (more processes share the quota than were counted, or it shrank): when most
@@ -58,19 +58,16 @@ func (q *queueLimit) bindStart(at time.Time) {
 // at their shares are refused near their floors too, when peers grew past
 // theirs; they grow back to it between decreases, and keep it.
 func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
-	switch {
-	case q.floor == 0:
-	case before > q.floor*(1+floorMargin):
-		q.floorStrikes = 0
-		q.rate = max(q.rate, q.floor*decreaseFactor)
-	default:
-		q.floorStrikes++
-		if mostlyRejected || q.floorStrikes >= floorStrikeLimit {
-			q.floor = 0
-			return
-		}
-		q.rate = max(q.rate, q.floor*decreaseFactor)
+	if q.floor == 0 {
+		return
 	}
+	if before > q.floor*(1+floorMargin) {
+		q.floorStrikes = 0
+	} else if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
+		q.floor = 0
+		return
+	}
+	q.rate = max(q.rate, q.floor*decreaseFactor)
 }
 
 // grow raises the paced rate after a success at time at of a create that the
