@@ -64,8 +64,6 @@ const (
 	// of the round's answers were rejections (at least stormMinRejected) or it
 	// is the floorStrikeLimit-th in a row without the rate growing back to the
 	// start rate in between, and then the start rate stops being a floor.
-	// Growth takes a rate a tenth below the start rate past the margin in
-	// about two seconds, many round trips.
 	// Simulated (medians of 15 runs), eight processes at their shares with
 	// equal parts: 2,500 tasks each at 30 ms held 95.7% of the quota without
 	// the floor, 98.5% with it; at 5 ms 96.1% and 98.3%; 20,000 tasks at 200
