@@ -159,14 +159,14 @@ func (c scaleCase) String() string {
 // id is what names c in the benchmark's output and what CLOUDTASKSIO_SCALE_ONLY matches.
 func (c scaleCase) id() string { return c.Name + "/" + c.String() }
 
-// bundle is the size of the bundles of c: an instance's equal part, at most 500, or with Pull a
-// Pull-th of it.
+// bundle is the largest bundle of c: an instance's equal part (the larger one, where the tasks
+// do not divide evenly), at most 500, or with Pull a Pull-th of it.
 func (c scaleCase) bundle() int {
-	perInstance := max(1, c.Tasks/(c.Procs*c.Instances))
+	instances := c.Procs * c.Instances
 	if c.Pull > 0 {
-		return max(1, (perInstance+c.Pull-1)/c.Pull)
+		return max(1, (max(1, c.Tasks/instances)+c.Pull-1)/c.Pull)
 	}
-	return min(perInstance, 500)
+	return min(max(1, (c.Tasks+instances-1)/instances), 500)
 }
 
 // scaleSets are the named sets of cases CLOUDTASKSIO_SCALE selects.
@@ -413,21 +413,33 @@ func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (bundles
 	}
 }
 
-// scaleEqualPart returns the bundles of the instance's equal part of the tasks, spread as
-// evenly as they go over every instance of every worker, one per call, then (0, 0).
+// scaleEqualPart returns the bundles of the instance's equal part of the tasks, one per call,
+// then (0, 0). The parts differ by one task at most, and the larger ones go round the workers
+// first, so no worker has more than one task more than another per instance. A part is cut into
+// as few bundles of at most cfg.Bundle as hold it, of sizes that differ by one at most: a part
+// of 20 tasks cut into 19 and 1 would start its last task only after the first bundle's flush,
+// a round trip after the rest, and end its worker's run that much later.
 func scaleEqualPart(cfg scaleWorkerConfig, instance int) func() (first, n int, err error) {
 	all := cfg.Workers * cfg.Instances
-	g := cfg.Worker*cfg.Instances + instance
+	g := instance*cfg.Workers + cfg.Worker
 	tasks := cfg.Tasks / all
 	start := g*tasks + min(g, cfg.Tasks%all)
 	if g < cfg.Tasks%all {
 		tasks++
 	}
-	done := 0
+	bundles := max(1, (tasks+cfg.Bundle-1)/max(cfg.Bundle, 1))
+	done, k := 0, 0
 	return func() (int, int, error) {
-		n := min(cfg.Bundle, tasks-done)
+		if done >= tasks {
+			return 0, 0, nil
+		}
+		n := tasks / bundles
+		if k < tasks%bundles {
+			n++
+		}
 		first := start + done
 		done += n
+		k++
 		return first, n, nil
 	}
 }

@@ -4,6 +4,7 @@ package cloudtasksio
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -45,3 +46,66 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 		t.Errorf("one task: HeldShare %v, want NaN", r.HeldShare)
 	}
 }
+
+// Equal parts cover every task once, differ by one task at most between instances and between
+// workers, and each is cut into as few bundles as hold it, of sizes that differ by one at most.
+func TestScaleEqualPartsAreEqualAndWhole(t *testing.T) {
+	for _, c := range []scaleCase{
+		{Procs: 8, Instances: 16, Tasks: 2500},
+		{Procs: 8, Instances: 16, Tasks: 20000},
+		{Procs: 1, Instances: 1, Tasks: 20000},
+		{Procs: 4, Instances: 64, Tasks: 100},
+		{Procs: 2, Instances: 3, Tasks: 1001},
+	} {
+		seen := make([]int, c.Tasks)
+		var perWorker []int
+		for w := range c.Procs {
+			cfg := scaleWorkerConfig{Worker: w, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Bundle: c.bundle()}
+			total := 0
+			for i := range c.Instances {
+				next := scaleEqualPart(cfg, i)
+				var sizes []int
+				part := 0
+				for {
+					first, n, err := next()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n == 0 {
+						break
+					}
+					if n > cfg.Bundle {
+						t.Fatalf("%v: worker %d instance %d: a bundle of %d, above %d", c, w, i, n, cfg.Bundle)
+					}
+					for id := first; id < first+n; id++ {
+						seen[id]++
+					}
+					sizes = append(sizes, n)
+					part += n
+				}
+				if want := (part + cfg.Bundle - 1) / cfg.Bundle; len(sizes) != want {
+					t.Errorf("%v: worker %d instance %d: %d tasks in %d bundles %v, want %d", c, w, i, part, len(sizes), sizes, want)
+				}
+				if len(sizes) > 0 && slicesSpread(sizes) > 1 {
+					t.Errorf("%v: worker %d instance %d: bundle sizes %v differ by more than one", c, w, i, sizes)
+				}
+				if lo, hi := c.Tasks/(c.Procs*c.Instances), (c.Tasks+c.Procs*c.Instances-1)/(c.Procs*c.Instances); part < lo || part > hi {
+					t.Errorf("%v: worker %d instance %d: a part of %d, want %d to %d", c, w, i, part, lo, hi)
+				}
+				total += part
+			}
+			perWorker = append(perWorker, total)
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Fatalf("%v: task %d written %d times", c, id, n)
+			}
+		}
+		if slicesSpread(perWorker) > 1 {
+			t.Errorf("%v: workers' parts %v differ by more than one", c, perWorker)
+		}
+	}
+}
+
+// slicesSpread is the largest of s less its smallest.
+func slicesSpread(s []int) int { return slices.Max(s) - slices.Min(s) }
