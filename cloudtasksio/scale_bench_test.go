@@ -415,7 +415,7 @@ func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (bundles
 
 // scaleEqualPart returns the bundles of the instance's equal part of the tasks, one per call,
 // then (0, 0). The parts differ by one task at most, and the larger ones go round the workers
-// first, so no worker has more than one task more than another per instance. A part is cut into
+// first, so the workers' totals differ by one task at most too. A part is cut into
 // as few bundles of at most cfg.Bundle as hold it, of sizes that differ by one at most: a part
 // of 20 tasks cut into 19 and 1 would start its last task only after the first bundle's flush,
 // a round trip after the rest, and end its worker's run that much later.
