@@ -154,9 +154,12 @@ func (q *queueLimit) decrease(at time.Time) {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
+		// Most answers since the last decrease were rejections, enough of
+		// them to count: a storm if it came soon, and at the floor a sign
+		// that the start rate was set too high (holdFloor).
+		mostlyRejected := q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected
 		since := at.Sub(q.decreasedAt)
-		storm := since > 0 && since <= max(stormRounds*q.rtt, stormMinSpan) &&
-			q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected
+		storm := since > 0 && since <= max(stormRounds*q.rtt, stormMinSpan) && mostlyRejected
 		if storm && !q.stormSpell {
 			// Most answers since the last decrease, a few round trips ago,
 			// were rejections: the process sends several times what the
@@ -182,7 +185,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		// small share for the rest of the run.
 		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
-		q.holdFloor(before, q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected)
+		q.holdFloor(before, mostlyRejected)
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
 			// into a quota others left, and this is what it found.
