@@ -233,8 +233,9 @@ type queueLimit struct {
 	// stormSpell is true from a storm decrease (decrease) until a decrease
 	// that is not one.
 	stormSpell bool
-	// startedPaced is true for a queue started at Options.StartRate.
-	startedPaced bool
+	// startRate is the Options.StartRate a queue was started at, 0 for one
+	// started in slow start.
+	startRate float64
 	// floor is the start rate of a queue started at Options.StartRate, 0 for
 	// one started in slow start and once the answers said it was set too high;
 	// floorStrikes counts the decreases in a row at or near it (holdFloor).

@@ -16,14 +16,15 @@ import (
 // seconds (growthDoublings*growthDoubling without a decrease, and the rate a
 // fifth past it), and growth starts as gently as just after a decrease: the
 // caller named this rate, and the first seconds should not run past it.
-// That gentle start counts from the first create the rate holds back
+// Nor should the later ones by much: growth a tenth past it stays as gentle
+// (grow). That gentle start counts from the first create the rate holds back
 // (bindStart), not from here: a queue that starts with a trickle and floods
 // later starts its growth at the flood.
 func (q *queueLimit) startPaced(rate float64, at time.Time) {
 	q.rate = max(rate, minRate)
 	q.unit, q.ceiling = q.rate, q.rate
 	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
-	q.startedPaced = true
+	q.startRate = q.rate
 	q.floor, q.floorStrikes = q.rate, 0
 }
 
@@ -31,7 +32,7 @@ func (q *queueLimit) startPaced(rate float64, at time.Time) {
 // time at of the first create its rate holds back, when no rejection has
 // come yet.
 func (q *queueLimit) bindStart(at time.Time) {
-	if q.startedPaced && q.boundAt.IsZero() && q.decreases == 0 {
+	if q.startRate > 0 && q.boundAt.IsZero() && q.decreases == 0 {
 		q.grown, q.decreasedAt = at, at
 	}
 }
@@ -54,18 +55,24 @@ func (q *queueLimit) bindStart(at time.Time) {
 // of the round's answers were rejections (at least stormMinRejected of them),
 // or at the floorStrikeLimit-th such decrease in a row without the rate
 // growing back to the floor in between (grow), the floor goes, and this
-// decrease and the ones after it go as they would have without it. Processes
-// at their shares are refused near their floors too, when peers grew past
-// theirs; they grow back to it between decreases, and keep it.
+// decrease and the ones after it go as they would have without it. Only a
+// round that refused at least floorStrikeRejected of the creates it accepted
+// counts toward that limit: a share set too high is refused steadily, in
+// proportion to how far it is off, while processes at their shares meet a
+// stray rejection now and then when peers grow past theirs, often enough
+// that they do not always grow back to the floor in between. Those keep it.
 func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 	if q.floor == 0 {
 		return
 	}
+	stray := float64(q.roundRejected) < floorStrikeRejected*float64(q.roundAccepted)
 	if before > q.floor*(1+floorMargin) {
 		q.floorStrikes = 0
-	} else if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
-		q.floor = 0
-		return
+	} else if mostlyRejected || !stray {
+		if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
+			q.floor = 0
+			return
+		}
 	}
 	q.rate = max(q.rate, q.floor*decreaseFactor)
 }
@@ -75,6 +82,14 @@ func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 func (q *queueLimit) grow(at time.Time) {
 	step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 	quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
+	if q.startRate > 0 && q.rate > q.startRate*(1+gentleMargin) {
+		// A tenth past the share the queue was started at: the processes
+		// told their shares hold the whole quota between them, and growth
+		// that gathers speed here takes them past it together, all in
+		// the same round trips. It stays at its gentlest; the probe still
+		// takes up a quota others left.
+		quiet = 0
+	}
 	g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
 	if q.rtt > 0 {
 		g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
@@ -186,9 +201,17 @@ func (q *queueLimit) decrease(at time.Time) {
 		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
 		q.holdFloor(before, mostlyRejected)
-		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
+		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling && q.floor == 0 {
 			// The end of a long spell without a decrease: the rate grew
-			// into a quota others left, and this is what it found.
+			// into a quota others left, and this is what it found. Not
+			// while a start rate holds as the floor: the processes told
+			// their shares then all grow by the same unit, their share,
+			// and a tenth off the rate at each decrease brings one that
+			// ran past its share back toward the others. The one that
+			// met no rejection for a few seconds at the start would
+			// otherwise grow faster than its peers for the rest of the
+			// run and take part of their shares. (Taking up a quota
+			// others left is the probe's, which grows with the rate.)
 			q.unit = q.rate
 		}
 	}

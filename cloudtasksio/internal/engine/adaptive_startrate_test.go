@@ -290,3 +290,66 @@ func TestTheFloorStaysWhileTheRateGrowsBackToItBetweenDecreases(t *testing.T) {
 	assert.Equal(t, 200.0, q.floor)
 	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
 }
+
+func TestAStrayRejectionNearTheFloorIsNoStrikeAgainstIt(t *testing.T) {
+	q, decreaseAt, _ := startedAt200()
+
+	// Processes at their shares meet a rejection now and then while a peer runs past its share:
+	// one among thirty acceptances, a decrease each, and no time to grow back to the floor in
+	// between. That does not say the start rate was too high, however many such rounds come.
+	for range 3 * floorStrikeLimit {
+		decreaseAt(195, 500*time.Millisecond, 30, 1)
+		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+		assert.Zero(t, q.floorStrikes)
+	}
+	assert.Equal(t, 200.0, q.floor)
+
+	// At the line: a rejection per ten acceptances counts, and floorStrikeLimit of them in a row
+	// give the floor up, as a share set too high is refused.
+	for range floorStrikeLimit - 1 {
+		decreaseAt(195, 500*time.Millisecond, 10, 1)
+	}
+	assert.Equal(t, floorStrikeLimit-1, q.floorStrikes)
+	assert.Equal(t, 200.0, q.floor)
+	decreaseAt(195, 500*time.Millisecond, 10, 1)
+	assert.Zero(t, q.floor)
+	assert.InDelta(t, 195*decreaseFactor, q.rate, 1e-9)
+}
+
+func TestAQueueHoldingItsStartRateAsAFloorKeepsItAsItsUnit(t *testing.T) {
+	q, decreaseAt, growAt := startedAt200()
+
+	// Grown past its share in a long spell without a rejection, then refused: its unit stays the
+	// start rate, so that it grows back by as much as its peers told the same share do.
+	growAt(300, growthDoublings*growthDoubling)
+	decreaseAt(300, 100*time.Millisecond, 50, 1)
+	assert.Equal(t, 200.0, q.floor)
+	assert.Equal(t, 200.0, q.unit)
+	assert.InDelta(t, 300*decreaseFactor, q.rate, 1e-9)
+
+	// Once the floor has gone, the end of a long spell sets the unit to the rate found, as
+	// without a start rate.
+	decreaseAt(200, time.Second, 2, 10)
+	require.Zero(t, q.floor)
+	decreaseAt(300, growthDoublings*growthDoubling, 50, 1)
+	assert.InDelta(t, 300*decreaseFactor, q.unit, 1e-9)
+}
+
+func TestGrowthPastATenthAboveTheStartRateStaysGentle(t *testing.T) {
+	q, _, growAt := startedAt200()
+
+	// Three seconds without a rejection: within a tenth of the start rate, growth has gathered
+	// its full speed (capped at maxGrowthPerRound per round trip, all of the rate a second at
+	// 30 ms), a tenth of a second's worth of it per success at most.
+	growAt(215, 3*time.Second)
+	full := q.rate - 215
+	assert.InDelta(t, (215*maxGrowthPerRound/0.030+growthFloor)*maxGrowthStep.Seconds(), full, 1e-9)
+
+	// Past the tenth (and short of the probe's margin over the start rate), the same success
+	// grows the rate at its gentlest, as just after a decrease: growthPerSecond of the unit, the
+	// start rate.
+	growAt(230, 3*time.Second)
+	gentle := q.rate - 230
+	assert.InDelta(t, (200*growthPerSecond+growthFloor)*maxGrowthStep.Seconds(), gentle, 1e-9)
+	t.Logf("grew %.2f/s at 215/s and %.2f/s at 230/s after 3 s without a rejection", full, gentle)
+}
