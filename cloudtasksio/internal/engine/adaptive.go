@@ -239,8 +239,11 @@ type queueLimit struct {
 	// floor is the start rate of a queue started at Options.StartRate, 0 for
 	// one started in slow start and once the answers said it was set too high;
 	// floorStrikes counts the decreases in a row at or near it (holdFloor).
-	floor        float64
-	floorStrikes int
+	// floorAccepted and floorRejected add up the answers of the rounds of
+	// those decreases (holdFloor).
+	floor                        float64
+	floorStrikes                 int
+	floorAccepted, floorRejected int
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.

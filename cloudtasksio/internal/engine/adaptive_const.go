@@ -75,18 +75,21 @@ const (
 	floorMargin      = 0.05
 	floorStrikeLimit = 3
 	// floorStrikeRejected: a decrease at or near the floor counts toward
-	// floorStrikeLimit only when its round refused at least this share of
-	// the creates it accepted (holdFloor). Traced without it in the scale
-	// harness (eight processes of 16 instances at their shares of 1,000/s,
-	// 20,000 tasks at 30 ms, equal parts): each process met a rejection
-	// about every half second, one in some sixty answers, and each was a
-	// decrease; growing back from a tenth below the floor takes longer than
-	// that, so three processes lost their floors in the first seconds and
-	// ran at 80-110 creates a second, against a share of 125, for most of
-	// the run. A share set a fifth too high sends 1,200 a second into a
-	// quota of 1,000: once the bucket is empty, a rejection for every five
-	// acceptances, and it still loses its floor.
-	floorStrikeRejected = 0.1
+	// floorStrikeLimit only when the rounds of the decreases in a row there
+	// so far refused at least this share of the creates they accepted
+	// (holdFloor). Traced without it in the scale harness (eight processes
+	// of 16 instances at their shares of 1,000/s, 20,000 tasks at 30 ms,
+	// equal parts): each process met a rejection about every half second,
+	// one in some sixty answers, and each was a decrease; growing back from
+	// a tenth below the floor takes longer than that, so three processes
+	// lost their floors in the first seconds and ran at 80-110 creates a
+	// second, against a share of 125, for most of the run. A share set a
+	// fifth too high and held a tenth below it sends 1,080 a second into a
+	// quota of 1,000: a rejection for every 12.5 acceptances, above the
+	// line, so it still loses its floor. (A first version counted each
+	// round alone against a tenth; a review's simulation found shares set a
+	// fifth too high keeping their floors, below that line once held.)
+	floorStrikeRejected = 0.05
 	// gentleMargin: a queue started at a start rate whose rate is more than
 	// gentleMargin past it grows at growthPerSecond of its unit, however
 	// long no rejection came (queueLimit.grow). Together with the two rules

@@ -25,7 +25,8 @@ func (q *queueLimit) startPaced(rate float64, at time.Time) {
 	q.unit, q.ceiling = q.rate, q.rate
 	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
 	q.startRate = q.rate
-	q.floor, q.floorStrikes = q.rate, 0
+	q.floor = q.rate
+	q.resetFloorStrikes()
 }
 
 // bindStart restarts the gentle growth of a queue startPaced started, at
@@ -55,26 +56,38 @@ func (q *queueLimit) bindStart(at time.Time) {
 // of the round's answers were rejections (at least stormMinRejected of them),
 // or at the floorStrikeLimit-th such decrease in a row without the rate
 // growing back to the floor in between (grow), the floor goes, and this
-// decrease and the ones after it go as they would have without it. Only a
-// round that refused at least floorStrikeRejected of the creates it accepted
-// counts toward that limit: a share set too high is refused steadily, in
-// proportion to how far it is off, while processes at their shares meet a
-// stray rejection now and then when peers grow past theirs, often enough
-// that they do not always grow back to the floor in between. Those keep it.
+// decrease and the ones after it go as they would have without it. Such a
+// decrease counts toward that limit only when the rounds of the decreases
+// in a row so far refused at least floorStrikeRejected of the creates they
+// accepted: a share set too high is refused steadily, even held a tenth
+// below it (a fifth too high, held there, still sends 8% past the quota),
+// while processes at their shares meet a stray rejection now and then when
+// peers grow past theirs, too often to grow back to the floor in between
+// but at a smaller share of their creates. Those keep their floors.
 func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 	if q.floor == 0 {
 		return
 	}
-	stray := float64(q.roundRejected) < floorStrikeRejected*float64(q.roundAccepted)
 	if before > q.floor*(1+floorMargin) {
-		q.floorStrikes = 0
-	} else if mostlyRejected || !stray {
-		if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
-			q.floor = 0
-			return
+		q.resetFloorStrikes()
+	} else {
+		q.floorAccepted += q.roundAccepted
+		q.floorRejected += q.roundRejected
+		steady := float64(q.floorRejected) >= floorStrikeRejected*float64(q.floorAccepted)
+		if mostlyRejected || steady {
+			if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
+				q.floor = 0
+				return
+			}
 		}
 	}
 	q.rate = max(q.rate, q.floor*decreaseFactor)
+}
+
+// resetFloorStrikes starts the count of decreases at or near the floor, and
+// of their rounds' answers, again.
+func (q *queueLimit) resetFloorStrikes() {
+	q.floorStrikes, q.floorAccepted, q.floorRejected = 0, 0, 0
 }
 
 // grow raises the paced rate after a success at time at of a create that the
@@ -82,9 +95,10 @@ func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 func (q *queueLimit) grow(at time.Time) {
 	step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 	quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
-	if q.startRate > 0 && q.rate > q.startRate*(1+gentleMargin) {
-		// A tenth past the share the queue was started at: the processes
-		// told their shares hold the whole quota between them, and growth
+	if q.floor > 0 && q.rate > q.floor*(1+gentleMargin) {
+		// A tenth past the share the queue was started at, while the
+		// answers bear that share out (holdFloor): the processes told
+		// their shares hold the whole quota between them, and growth
 		// that gathers speed here takes them past it together, all in
 		// the same round trips. It stays at its gentlest; the probe still
 		// takes up a quota others left.
@@ -112,7 +126,7 @@ func (q *queueLimit) grow(at time.Time) {
 	if q.floor > 0 && q.rate >= q.floor {
 		// Back at the start rate: the decreases near it since did not
 		// say it was set too high (holdFloor).
-		q.floorStrikes = 0
+		q.resetFloorStrikes()
 	}
 	q.grown = latest(q.grown, at)
 }

@@ -292,7 +292,7 @@ func TestTheFloorStaysWhileTheRateGrowsBackToItBetweenDecreases(t *testing.T) {
 }
 
 func TestAStrayRejectionNearTheFloorIsNoStrikeAgainstIt(t *testing.T) {
-	q, decreaseAt, _ := startedAt200()
+	q, decreaseAt, growAt := startedAt200()
 
 	// Processes at their shares meet a rejection now and then while a peer runs past its share:
 	// one among thirty acceptances, a decrease each, and no time to grow back to the floor in
@@ -304,16 +304,30 @@ func TestAStrayRejectionNearTheFloorIsNoStrikeAgainstIt(t *testing.T) {
 	}
 	assert.Equal(t, 200.0, q.floor)
 
-	// At the line: a rejection per ten acceptances counts, and floorStrikeLimit of them in a row
-	// give the floor up, as a share set too high is refused.
+	// A share set a fifth too high and held a tenth below it still sends 8% past the quota: a
+	// rejection for every twelve or so acceptances, round after round, and floorStrikeLimit
+	// such decreases in a row give the floor up. (Growing back to the floor starts the count
+	// again.)
+	growAt(200, 100*time.Millisecond)
+	require.Zero(t, q.floorStrikes)
 	for range floorStrikeLimit - 1 {
-		decreaseAt(195, 500*time.Millisecond, 10, 1)
+		decreaseAt(195, 500*time.Millisecond, 25, 2)
 	}
 	assert.Equal(t, floorStrikeLimit-1, q.floorStrikes)
 	assert.Equal(t, 200.0, q.floor)
-	decreaseAt(195, 500*time.Millisecond, 10, 1)
+	decreaseAt(195, 500*time.Millisecond, 25, 2)
 	assert.Zero(t, q.floor)
 	assert.InDelta(t, 195*decreaseFactor, q.rate, 1e-9)
+
+	// The answers count over the decreases in a row, not round by round: a round whose few
+	// rejections came close together after strays is still a stray's share of the whole.
+	q, decreaseAt, _ = startedAt200()
+	decreaseAt(195, 500*time.Millisecond, 60, 1)
+	decreaseAt(195, 500*time.Millisecond, 60, 1)
+	decreaseAt(195, 100*time.Millisecond, 5, 3)
+	assert.Zero(t, q.floorStrikes, "5 rejections among 125 acceptances")
+	decreaseAt(195, 100*time.Millisecond, 0, 3)
+	assert.Equal(t, 1, q.floorStrikes, "8 among 125")
 }
 
 func TestAQueueHoldingItsStartRateAsAFloorKeepsItAsItsUnit(t *testing.T) {
