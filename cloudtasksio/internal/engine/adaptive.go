@@ -233,17 +233,13 @@ type queueLimit struct {
 	// stormSpell is true from a storm decrease (decrease) until a decrease
 	// that is not one.
 	stormSpell bool
-	// startRate is the Options.StartRate a queue was started at, 0 for one
-	// started in slow start.
-	startRate float64
+	// startedPaced is true for a queue started at Options.StartRate.
+	startedPaced bool
 	// floor is the start rate of a queue started at Options.StartRate, 0 for
 	// one started in slow start and once the answers said it was set too high;
 	// floorStrikes counts the decreases in a row at or near it (holdFloor).
-	// floorAccepted and floorRejected add up the answers of the rounds of
-	// those decreases (holdFloor).
-	floor                        float64
-	floorStrikes                 int
-	floorAccepted, floorRejected int
+	floor        float64
+	floorStrikes int
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.

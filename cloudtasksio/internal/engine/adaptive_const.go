@@ -74,42 +74,6 @@ const (
 	// 0.072.
 	floorMargin      = 0.05
 	floorStrikeLimit = 3
-	// floorStrikeRejected: a decrease at or near the floor counts toward
-	// floorStrikeLimit only when the rounds of the decreases in a row there
-	// so far refused at least this share of the creates they accepted
-	// (holdFloor). Traced without it in the scale harness (eight processes
-	// of 16 instances at their shares of 1,000/s, 20,000 tasks at 30 ms,
-	// equal parts): each process met a rejection about every half second,
-	// one in some sixty answers, and each was a decrease; growing back from
-	// a tenth below the floor takes longer than that, so three processes
-	// lost their floors in the first seconds and ran at 80-110 creates a
-	// second, against a share of 125, for most of the run. A share set a
-	// fifth too high and held a tenth below it sends 1,080 a second into a
-	// quota of 1,000: a rejection for every 12.5 acceptances, above the
-	// line, so it still loses its floor. (A first version counted each
-	// round alone against a tenth; a review's simulation found shares set a
-	// fifth too high keeping their floors, below that line once held.)
-	floorStrikeRejected = 0.05
-	// gentleMargin: a queue started at a start rate whose rate is more than
-	// gentleMargin past it grows at growthPerSecond of its unit, however
-	// long no rejection came (queueLimit.grow). Together with the two rules
-	// above it (floorStrikeRejected, and the unit kept at the start rate
-	// while the floor holds, queueLimit.decrease), measured in the scale
-	// harness on 2026-12-03, the eight-process goal cases (2,500 and 20,000
-	// tasks at 5, 30 and 200 ms, start rate at the share, equal parts)
-	// against main in the same rounds: 43 of 48 runs held 95% of the quota
-	// with at most 0.05 rejected attempts per task, against 34 of 48, and
-	// the rejections fell in every case (2,500 tasks at 200 ms: 0.026-0.030
-	// per task instead of 0.041-0.046); the one-process cases met the goal
-	// in every run either way. The two rules without this one: 32 of 36
-	// against 25 of 36 (and at 2,500 tasks at 200 ms the rejections
-	// unchanged); this one alone: 14 of 18 against 12 of 18. In the
-	// start-up simulation (medians of 15 runs) all three lost eight
-	// processes at 200 ms (2,500 tasks: 66% of the quota instead of 83%),
-	// where processes paced at one rate on one fake clock keep their phases
-	// and the bucket refuses the same ones round after round; the harness,
-	// whose processes' phases stray, gained there instead.
-	gentleMargin = 0.1
 	// slowStartGrowth is what each success adds to slow start's limit (the
 	// limit grows by this share of itself per round trip): the creates of
 	// the round trip in which the first rejections come back are sent at up

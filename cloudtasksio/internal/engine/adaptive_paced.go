@@ -16,24 +16,22 @@ import (
 // seconds (growthDoublings*growthDoubling without a decrease, and the rate a
 // fifth past it), and growth starts as gently as just after a decrease: the
 // caller named this rate, and the first seconds should not run past it.
-// Nor should the later ones by much: growth a tenth past it stays as gentle
-// (grow). That gentle start counts from the first create the rate holds back
+// That gentle start counts from the first create the rate holds back
 // (bindStart), not from here: a queue that starts with a trickle and floods
 // later starts its growth at the flood.
 func (q *queueLimit) startPaced(rate float64, at time.Time) {
 	q.rate = max(rate, minRate)
 	q.unit, q.ceiling = q.rate, q.rate
 	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
-	q.startRate = q.rate
-	q.floor = q.rate
-	q.resetFloorStrikes()
+	q.startedPaced = true
+	q.floor, q.floorStrikes = q.rate, 0
 }
 
 // bindStart restarts the gentle growth of a queue startPaced started, at
 // time at of the first create its rate holds back, when no rejection has
 // come yet.
 func (q *queueLimit) bindStart(at time.Time) {
-	if q.startRate > 0 && q.boundAt.IsZero() && q.decreases == 0 {
+	if q.startedPaced && q.boundAt.IsZero() && q.decreases == 0 {
 		q.grown, q.decreasedAt = at, at
 	}
 }
@@ -56,38 +54,20 @@ func (q *queueLimit) bindStart(at time.Time) {
 // of the round's answers were rejections (at least stormMinRejected of them),
 // or at the floorStrikeLimit-th such decrease in a row without the rate
 // growing back to the floor in between (grow), the floor goes, and this
-// decrease and the ones after it go as they would have without it. Such a
-// decrease counts toward that limit only when the rounds of the decreases
-// in a row so far refused at least floorStrikeRejected of the creates they
-// accepted: a share set too high is refused steadily, even held a tenth
-// below it (a fifth too high, held there, still sends 8% past the quota),
-// while processes at their shares meet a stray rejection now and then when
-// peers grow past theirs, too often to grow back to the floor in between
-// but at a smaller share of their creates. Those keep their floors.
+// decrease and the ones after it go as they would have without it. Processes
+// at their shares are refused near their floors too, when peers grew past
+// theirs; they grow back to it between decreases, and keep it.
 func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
 	if q.floor == 0 {
 		return
 	}
 	if before > q.floor*(1+floorMargin) {
-		q.resetFloorStrikes()
-	} else {
-		q.floorAccepted += q.roundAccepted
-		q.floorRejected += q.roundRejected
-		steady := float64(q.floorRejected) >= floorStrikeRejected*float64(q.floorAccepted)
-		if mostlyRejected || steady {
-			if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
-				q.floor = 0
-				return
-			}
-		}
+		q.floorStrikes = 0
+	} else if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
+		q.floor = 0
+		return
 	}
 	q.rate = max(q.rate, q.floor*decreaseFactor)
-}
-
-// resetFloorStrikes starts the count of decreases at or near the floor, and
-// of their rounds' answers, again.
-func (q *queueLimit) resetFloorStrikes() {
-	q.floorStrikes, q.floorAccepted, q.floorRejected = 0, 0, 0
 }
 
 // grow raises the paced rate after a success at time at of a create that the
@@ -95,15 +75,6 @@ func (q *queueLimit) resetFloorStrikes() {
 func (q *queueLimit) grow(at time.Time) {
 	step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 	quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
-	if q.floor > 0 && q.rate > q.floor*(1+gentleMargin) {
-		// A tenth past the share the queue was started at, while the
-		// answers bear that share out (holdFloor): the processes told
-		// their shares hold the whole quota between them, and growth
-		// that gathers speed here takes them past it together, all in
-		// the same round trips. It stays at its gentlest; the probe still
-		// takes up a quota others left.
-		quiet = 0
-	}
 	g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
 	if q.rtt > 0 {
 		g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
@@ -126,7 +97,7 @@ func (q *queueLimit) grow(at time.Time) {
 	if q.floor > 0 && q.rate >= q.floor {
 		// Back at the start rate: the decreases near it since did not
 		// say it was set too high (holdFloor).
-		q.resetFloorStrikes()
+		q.floorStrikes = 0
 	}
 	q.grown = latest(q.grown, at)
 }
@@ -215,17 +186,9 @@ func (q *queueLimit) decrease(at time.Time) {
 		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
 		q.holdFloor(before, mostlyRejected)
-		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling && q.floor == 0 {
+		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
-			// into a quota others left, and this is what it found. Not
-			// while a start rate holds as the floor: the processes told
-			// their shares then all grow by the same unit, their share,
-			// and a tenth off the rate at each decrease brings one that
-			// ran past its share back toward the others. The one that
-			// met no rejection for a few seconds at the start would
-			// otherwise grow faster than its peers for the rest of the
-			// run and take part of their shares. (Taking up a quota
-			// others left is the probe's, which grows with the rate.)
+			// into a quota others left, and this is what it found.
 			q.unit = q.rate
 		}
 	}
