@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -258,8 +259,17 @@ func TestCreatingAValueDoesNotHoldTheCacheLock(t *testing.T) {
 	var otherErr error
 	_, err := c.Get(t.Context(), "slow", func() (string, error) {
 		// A slow or blocking creation must not hold up every other key of the worker: the
-		// shared lock is free while the value is created...
-		if !c.mu.TryLock() {
+		// shared lock is free while the value is created... (Get starts the creation just
+		// before it lets the lock go, so the creation may run a moment before that: it yields
+		// until the lock is free, a bounded number of times, instead of trying once.)
+		free := false
+		for range 10_000 {
+			if free = c.mu.TryLock(); free {
+				break
+			}
+			runtime.Gosched()
+		}
+		if !free {
 			lockHeld = true
 			return "", errors.New("stopped: the shared lock is held during the creation")
 		}
