@@ -81,9 +81,10 @@ const (
 	scalePullEnv   = "CLOUDTASKSIO_SCALE_PULL"       // bundles per instance handed out on demand
 	scaleStartEnv  = "CLOUDTASKSIO_SCALE_START_RATE" // start rate as a factor of a worker's share
 
-	scaleProject  = "scale"
-	scaleLocation = "here"
-	scaleSlot     = 100 * time.Millisecond // the resolution of the timelines
+	scaleProject   = "scale"
+	scaleLocation  = "here"
+	scaleSlot      = 100 * time.Millisecond // the resolution of the timelines
+	scaleMaxBundle = 500                    // the most tasks of an equal part in one bundle
 )
 
 func init() {
@@ -160,13 +161,13 @@ func (c scaleCase) String() string {
 func (c scaleCase) id() string { return c.Name + "/" + c.String() }
 
 // bundle is the largest bundle of c: an instance's equal part (the larger one, where the tasks
-// do not divide evenly), at most 500, or with Pull a Pull-th of it.
+// do not divide evenly), at most scaleMaxBundle, or with Pull a Pull-th of it.
 func (c scaleCase) bundle() int {
 	instances := c.Procs * c.Instances
 	if c.Pull > 0 {
 		return max(1, (max(1, c.Tasks/instances)+c.Pull-1)/c.Pull)
 	}
-	return min(max(1, (c.Tasks+instances-1)/instances), 500)
+	return min(max(1, (c.Tasks+instances-1)/instances), scaleMaxBundle)
 }
 
 // scaleSets are the named sets of cases CLOUDTASKSIO_SCALE selects.

@@ -83,9 +83,9 @@ func TestScaleEqualPartsAreEqualAndWhole(t *testing.T) {
 					sizes = append(sizes, n)
 					part += n
 				}
-				// At most 500 tasks to a bundle, and no more bundles than that needs: a part of
-				// 20 tasks is one bundle, not 19 and a last one a flush later.
-				if want := (part + 499) / 500; len(sizes) != want {
+				// At most scaleMaxBundle tasks to a bundle, and no more bundles than that needs:
+				// a part of 20 tasks is one bundle, not 19 and a last one a flush later.
+				if want := (part + scaleMaxBundle - 1) / scaleMaxBundle; len(sizes) != want {
 					t.Errorf("%v: worker %d instance %d: %d tasks in %d bundles %v, want %d", c, w, i, part, len(sizes), sizes, want)
 				}
 				if len(sizes) > 0 && slicesSpread(sizes) > 1 {
