@@ -104,13 +104,16 @@ import (
 //     processes of a job in slow start together empty the queue's bucket. A
 //     start rate above the share costs rejections until the decreases bring
 //     it down; one below it costs throughput until growth and then the probe
-//     take the rate past it, a few seconds. The start rate is also a floor:
-//     a decrease takes the rate at most a tenth below it, because a process
-//     told its share that is refused learns only that some peers grew past
-//     theirs, until the answers say the share was set too high (a round of
-//     mostly rejections at or near it, or floorStrikeLimit decreases in a
-//     row there without growing back to it), and then the floor goes
-//     (holdFloor).
+//     take the rate past it, a few seconds. The start rate also bounds the
+//     decreases (softenDecrease): one rejection since the last decrease
+//     takes the rate no further than loneRejectionFactor below the smaller
+//     of the rate and the start rate, more no further than decreaseFactor
+//     below it, because a process told its share that is refused there
+//     learns only that some peers grew past theirs or that the shares add up
+//     to more than the quota, and every process that shares the quota should
+//     come down alike. After shareStormLimit decreases in a row whose rounds
+//     were mostly rejections the start rate is given up: it was far too
+//     high.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -235,11 +238,12 @@ type queueLimit struct {
 	stormSpell bool
 	// startedPaced is true for a queue started at Options.StartRate.
 	startedPaced bool
-	// floor is the start rate of a queue started at Options.StartRate, 0 for
-	// one started in slow start and once the answers said it was set too high;
-	// floorStrikes counts the decreases in a row at or near it (holdFloor).
-	floor        float64
-	floorStrikes int
+	// share is the start rate of a queue started at Options.StartRate, 0 for
+	// one started in slow start and once the answers said it was far too
+	// high; shareStorms counts the decreases in a row after rounds of mostly
+	// rejections (softenDecrease).
+	share       float64
+	shareStorms int
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.

@@ -58,22 +58,32 @@ const (
 	// 0.044-0.058 rejected attempts per task over 20,000 tasks; with 0.03,
 	// 0.035.
 	maxGrowthPerRound = 0.03
-	// floorMargin and floorStrikeLimit (holdFloor): a rejection of a rate
-	// more than floorMargin above a queue's start rate takes the rate no more
-	// than a tenth below the start rate; so does one at or near it, unless most
-	// of the round's answers were rejections (at least stormMinRejected) or it
-	// is the floorStrikeLimit-th in a row without the rate growing back to the
-	// start rate in between, and then the start rate stops being a floor.
-	// Simulated (medians of 15 runs), eight processes at their shares with
-	// equal parts: 2,500 tasks each at 30 ms held 95.7% of the quota without
-	// the floor, 98.5% with it; at 5 ms 96.1% and 98.3%; 20,000 tasks at 200
-	// ms 90.8% and 95.5%; the rejections unchanged. At twice the share, where
-	// holding the floor for floorStrikeLimit decreases whatever the answers
-	// cost eight processes of 2,500 tasks at 30 ms 0.088 rejected attempts per
-	// task against 0.066, giving it up at a round of mostly rejections costs
-	// 0.072.
-	floorMargin      = 0.05
-	floorStrikeLimit = 3
+	// loneRejectionFactor and shareStormLimit (softenDecrease): a decrease
+	// of a queue started at a start rate takes the rate no further than
+	// loneRejectionFactor below the smaller of the rate and the start rate
+	// when one create was rejected since the last decrease, and no further
+	// than decreaseFactor below it when more were; at the shareStormLimit-th
+	// decrease in a row whose round was mostly rejections, the start rate is
+	// given up. Simulated (adaptive_sim_test.go, medians of 15 runs, eight
+	// processes of 16 instances with equal parts, start rate at the share):
+	// 20,000 tasks at 5 ms held 99.2% of the quota, the slowest process at 98%
+	// of the mean rate, against 96.1% and 83% with the floor this replaced (a
+	// tenth below the start rate, given up after three decreases near it in a
+	// row or one round of mostly rejections); at 30 ms 98.3% and 97% against
+	// 96.2% and 89%; the rejections 0.011-0.014 per task either way. With
+	// 0.93 and 0.95 after any number of rejections, 96.7% and 97.4% at 5 ms;
+	// with 0.97 so, a start rate 1.2 times the share made 0.132 rejected
+	// attempts per task at 200 ms against 0.038 (the rate came down too little
+	// a round trip to leave the quota). Without a way to give the start rate
+	// up, a review's processes started at the whole quota (eight times their
+	// share) made 0.81 rejected attempts per task at 200 ms, against 0.19 with
+	// the floor and 0.26 with this limit. A version that gave the start rate
+	// up at the first such round (and took 0.97 off after any number of
+	// rejections) held 71% of the quota for eight processes started at 1.2
+	// times their share with 2,500 tasks at 30 ms, against 91% here: those
+	// that gave it up halved, and the others did not.
+	loneRejectionFactor = 0.97
+	shareStormLimit     = 2
 	// slowStartGrowth is what each success adds to slow start's limit (the
 	// limit grows by this share of itself per round trip): the creates of
 	// the round trip in which the first rejections come back are sent at up

@@ -24,7 +24,7 @@ func (q *queueLimit) startPaced(rate float64, at time.Time) {
 	q.unit, q.ceiling = q.rate, q.rate
 	q.next, q.pacedAt, q.grown, q.decreasedAt = at, at, at, at
 	q.startedPaced = true
-	q.floor, q.floorStrikes = q.rate, 0
+	q.share = q.rate
 }
 
 // bindStart restarts the gentle growth of a queue startPaced started, at
@@ -36,38 +36,63 @@ func (q *queueLimit) bindStart(at time.Time) {
 	}
 }
 
-// holdFloor keeps a decrease of a queue started at a start rate, its floor,
-// from taking the rate more than a tenth below it. before is the rate the
-// queue refused, and mostlyRejected says whether most answers since the last
-// decrease were rejections. The processes that share the quota were told
-// their shares, and a rejection of a rate more than floorMargin above the
-// floor says only that some of them grew past theirs. Without the floor, the
-// process whose answers happened to hold most of a round trip's rejections
-// came down furthest (to half, at a storm, or to a low reading of what the
-// queue accepted from it) and, with its equal part of the work, ended long
-// after the others, which left their shares unused at the end. (Held at the
-// floor itself, eight processes of a long job at 200 ms kept the quota's
-// bucket empty and held 90-96% of it; a tenth below leaves it room.)
+// softenDecrease bounds a decrease of a queue started at a start rate (its
+// share), before being the rate the decrease lowered and mostlyRejected
+// whether most answers since the last decrease were rejections (at least
+// stormMinRejected). The processes that share the quota were told their
+// shares, and a rejection near a share says that some of them grew past
+// theirs, or that the shares add up to more than the quota (more processes
+// than were counted, a quota that shrank); one process's answers cannot tell
+// the two apart. So the decrease takes the rate no further than a little below
+// the smaller of before and the share: loneRejectionFactor below it when one
+// create was rejected since the last decrease, which is what processes at
+// their shares meet now and then, whichever of them grew past its own; and
+// decreaseFactor below it when more were, most often the rest of a round trip
+// that ran over the quota (rejections of creates sent before the last
+// decrease count here too): not to half at a storm, nor to a low reading of
+// what the queue accepted. A rate far above the share comes down as any
+// paced rate does, to no less than a tenth below the share.
 //
-// A rejection at or near the floor may say that the share was set too high
-// (more processes share the quota than were counted, or it shrank): when most
-// of the round's answers were rejections (at least stormMinRejected of them),
-// or at the floorStrikeLimit-th such decrease in a row without the rate
-// growing back to the floor in between (grow), the floor goes, and this
-// decrease and the ones after it go as they would have without it. Processes
-// at their shares are refused near their floors too, when peers grew past
-// theirs; they grow back to it between decreases, and keep it.
-func (q *queueLimit) holdFloor(before float64, mostlyRejected bool) {
-	if q.floor == 0 {
-		return
+// Without a bound (the decreases of a queue in slow start) the process whose
+// answers happened to hold most of the rejections came down furthest and,
+// with its equal part of the work, ended long after the others, which left
+// their shares unused at the end. A hard floor a tenth below the share, given
+// up after three decreases near it in a row, was given up by processes at
+// their shares too (a stray rejection about every half second, the rate not
+// back at the share in between), and kept by a share set a fifth too high
+// once some processes had given theirs up and come down. Here every process
+// treats its rejections alike, so a share set a little too high comes down in
+// every process at once, and processes at their shares stay near them.
+//
+// A share far too high (a start rate at the whole quota, a quota cut to a
+// quarter) makes most of every round's answers rejections. At the
+// shareStormLimit-th such decrease in a row the share is given up, and that
+// decrease and the ones after it go as for a queue without one (a storm among
+// them halves the rate: the storms the share held back did not count as the
+// spell's halving, see decrease). Held to a tenth a round trip, such a process
+// kept rejections coming long after its rate had come down. (Growth stays a
+// share of the start rate, at most twice the rate, as for any queue started at
+// one.) It reports whether it raised the rate the decrease had set.
+func (q *queueLimit) softenDecrease(before float64, mostlyRejected bool) (raised bool) {
+	if q.share == 0 {
+		return false
 	}
-	if before > q.floor*(1+floorMargin) {
-		q.floorStrikes = 0
-	} else if q.floorStrikes++; mostlyRejected || q.floorStrikes >= floorStrikeLimit {
-		q.floor = 0
-		return
+	if !mostlyRejected {
+		q.shareStorms = 0
+	} else if q.shareStorms++; q.shareStorms >= shareStormLimit {
+		q.share = 0
+		return false
 	}
-	q.rate = max(q.rate, q.floor*decreaseFactor)
+	keep := decreaseFactor
+	if q.roundRejected <= 1 {
+		keep = loneRejectionFactor
+	}
+	bound := min(before, q.share) * keep
+	if q.rate >= bound {
+		return false
+	}
+	q.rate = bound
+	return true
 }
 
 // grow raises the paced rate after a success at time at of a create that the
@@ -94,11 +119,6 @@ func (q *queueLimit) grow(at time.Time) {
 	// send faster (their MaxInFlight holds them back, or there is no more
 	// work), no slot lies ahead of its create and the rate stops growing.
 	q.rate += max((base*g+growthFloor)*step.Seconds(), q.probe(at, step))
-	if q.floor > 0 && q.rate >= q.floor {
-		// Back at the start rate: the decreases near it since did not
-		// say it was set too high (holdFloor).
-		q.floorStrikes = 0
-	}
 	q.grown = latest(q.grown, at)
 }
 
@@ -154,9 +174,6 @@ func (q *queueLimit) decrease(at time.Time) {
 				q.rate = min(q.rate, accepted*setPoint)
 			}
 		}
-		// Most answers since the last decrease were rejections, enough of
-		// them to count: a storm if it came soon, and at the floor a sign
-		// that the start rate was set too high (holdFloor).
 		mostlyRejected := q.roundRejected > q.roundAccepted && q.roundRejected >= stormMinRejected
 		since := at.Sub(q.decreasedAt)
 		storm := since > 0 && since <= max(stormRounds*q.rtt, stormMinSpan) && mostlyRejected
@@ -183,9 +200,11 @@ func (q *queueLimit) decrease(at time.Time) {
 		// comes back to; and at a start of many processes, the processes
 		// halved twice or three times while others halved once kept a
 		// small share for the rest of the run.
-		q.stormSpell = storm
 		q.rate = max(q.rate, minRate)
-		q.holdFloor(before, mostlyRejected)
+		// A storm whose halving the start rate held back has not spent
+		// the spell's: the storm that gives the start rate up halves.
+		raised := q.softenDecrease(before, mostlyRejected)
+		q.stormSpell = storm && !raised
 		if at.Sub(q.decreasedAt) >= growthDoublings*growthDoubling {
 			// The end of a long spell without a decrease: the rate grew
 			// into a quota others left, and this is what it found.

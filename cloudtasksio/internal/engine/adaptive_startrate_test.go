@@ -52,16 +52,44 @@ func TestAStartRateStartsTheQueuePacedAtIt(t *testing.T) {
 	})
 }
 
-func TestARejectionLowersAStartRateAsItLowersAPacedRate(t *testing.T) {
+func TestARejectionLowersAStartRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		p, ok, _ := a.acquire(testQueue, 1000, 200, time.Now())
-		require.True(t, ok)
+		var ps []permit
+		for range 3 {
+			p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
+			if !ok {
+				// Booked beyond the horizon: ask again when the slot comes within it.
+				time.Sleep(time.Until(until))
+				p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
+			}
+			require.True(t, ok)
+			ps = append(ps, p)
+		}
 		time.Sleep(30 * time.Millisecond)
-		a.release(p, outcomeThrottled, 0, time.Now())
+		// The first answer is a rejection, the first decrease: one rejection at the start
+		// rate takes little off (softenDecrease).
+		a.release(ps[0], outcomeThrottled, 0, time.Now())
 		got := a.Queue(testQueue)
-		assert.InDelta(t, 200*decreaseFactor, got.Rate, 1e-9)
+		assert.InDelta(t, 200*loneRejectionFactor, got.Rate, 1e-9)
 		assert.Equal(t, 1, got.Decreases)
+		// The other two were sent before that decrease: rejected, they lower nothing.
+		a.release(ps[1], outcomeThrottled, 0, time.Now())
+		a.release(ps[2], outcomeThrottled, 0, time.Now())
+		assert.InDelta(t, 200*loneRejectionFactor, a.Queue(testQueue).Rate, 1e-9)
+		// A create sent after it and rejected is the second decrease, with three rejections
+		// since the first: a tenth off.
+		p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
+		if !ok {
+			time.Sleep(time.Until(until))
+			p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
+		}
+		require.True(t, ok)
+		time.Sleep(time.Until(p.start) + 30*time.Millisecond)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		got = a.Queue(testQueue)
+		assert.InDelta(t, 200*loneRejectionFactor*decreaseFactor, got.Rate, 1e-9)
+		assert.Equal(t, 2, got.Decreases)
 	})
 }
 
@@ -192,9 +220,8 @@ func TestTheGentleStartCountsFromTheFirstCreateTheRateHoldsBack(t *testing.T) {
 }
 
 // startedAt200 is a queue started at a start rate of 200/s, at a round trip of 30 ms; decreaseAt
-// sets its rate and the round's answers and calls decrease after the given time, and growAt sets
-// its rate and calls grow after the given time.
-func startedAt200() (q *queueLimit, decreaseAt func(rate float64, after time.Duration, accepted, rejected int), growAt func(rate float64, after time.Duration)) {
+// sets its rate and the round's answers and calls decrease after the given time.
+func startedAt200() (q *queueLimit, decreaseAt func(rate float64, after time.Duration, accepted, rejected int)) {
 	now := time.Unix(1_000_000, 0)
 	q = &queueLimit{}
 	q.startPaced(200, now)
@@ -205,88 +232,121 @@ func startedAt200() (q *queueLimit, decreaseAt func(rate float64, after time.Dur
 		now = now.Add(after)
 		q.decrease(now)
 	}
-	growAt = func(rate float64, after time.Duration) {
-		q.rate = rate
-		now = now.Add(after)
-		q.grow(now)
-	}
-	return q, decreaseAt, growAt
+	return q, decreaseAt
 }
 
-func TestADecreaseTakesAtMostATenthOffTheStartRate(t *testing.T) {
-	q, decreaseAt, _ := startedAt200()
+func TestADecreaseFromAboveTheStartRateStopsATenthBelowIt(t *testing.T) {
+	q, decreaseAt := startedAt200()
 
-	// The rate grew past the start rate and was refused: a tenth off, as for any paced rate.
-	decreaseAt(260, time.Second, 0, 0)
+	// The rate grew well past the start rate and was refused: a tenth off, as for any paced
+	// rate.
+	decreaseAt(260, time.Second, 60, 1)
 	assert.InDelta(t, 260*decreaseFactor, q.rate, 1e-9)
 
-	// A storm a round trip later (most answers since were rejections) would halve the rate; it
-	// stops a tenth below the start rate.
+	// A storm a round trip later (most answers since were rejections), from past the start
+	// rate: it would halve the rate, to 115; it stops a tenth below the start rate.
 	decreaseAt(230, 50*time.Millisecond, 1, 10)
-	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "a tenth below the start rate, not half")
-	assert.Equal(t, 200.0, q.floor)
-
-	// Refused within floorMargin of the start rate, with few rejections: a tenth off, and the
-	// start rate stays the floor.
-	decreaseAt(205, time.Second, 5, 1)
-	assert.InDelta(t, 205*decreaseFactor, q.rate, 1e-9)
-	assert.Equal(t, 200.0, q.floor)
-	assert.Equal(t, 1, q.floorStrikes)
-
-	// Grown back past the margin and refused: the count of decreases at the floor starts again.
-	decreaseAt(215, time.Second, 5, 1)
-	assert.InDelta(t, 215*decreaseFactor, q.rate, 1e-9)
-	assert.Zero(t, q.floorStrikes)
-
-	// Refused at the floor floorStrikeLimit times in a row: the share was set too high, and the
-	// floor goes; this decrease and the ones after it go below it.
-	for range floorStrikeLimit - 1 {
-		decreaseAt(190, time.Second, 5, 1)
-		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "a tenth below the start rate, not a tenth below 190")
-	}
-	assert.Equal(t, 200.0, q.floor)
-	decreaseAt(q.rate, time.Second, 5, 1)
-	assert.Zero(t, q.floor)
-	assert.InDelta(t, 200*decreaseFactor*decreaseFactor, q.rate, 1e-9)
-	decreaseAt(q.rate, time.Second, 5, 1)
-	assert.InDelta(t, 200*decreaseFactor*decreaseFactor*decreaseFactor, q.rate, 1e-9)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+	assert.Equal(t, 200.0, q.share)
 }
 
-func TestARoundOfMostlyRejectionsAtTheStartRateGivesTheFloorUp(t *testing.T) {
-	q, decreaseAt, _ := startedAt200()
+func TestALoneRejectionNearTheStartRateTakesLittleOff(t *testing.T) {
+	for _, before := range []float64{204, 200, 150, 20} {
+		q, decreaseAt := startedAt200()
+		// One rejection since the last decrease, near the start rate or below it: down by
+		// loneRejectionFactor from the smaller of the two, not by decreaseFactor.
+		decreaseAt(before, time.Second, 60, 1)
+		assert.InDelta(t, min(before, 200)*loneRejectionFactor, q.rate, 1e-9, "from %v", before)
+	}
 
-	// Most of the round refused at the start rate: it was set above the share the queue gives.
+	// A lone rejection takes less off than two do.
+	lone, decreaseAt := startedAt200()
+	decreaseAt(200, time.Second, 60, 1)
+	more, decreaseAt := startedAt200()
+	decreaseAt(200, time.Second, 60, 2)
+	assert.Greater(t, lone.rate, more.rate)
+	assert.Greater(t, lone.rate, 200*decreaseFactor)
+
+	// Lone rejections in a row compound: the start rate is no floor, so a share set a little
+	// too high comes down however few rejections each round holds.
+	q, decreaseAt := startedAt200()
+	for range 10 {
+		decreaseAt(q.rate, time.Second, 60, 1)
+	}
+	assert.InDelta(t, 200*math.Pow(loneRejectionFactor, 10), q.rate, 1e-9)
+}
+
+func TestMoreRejectionsNearTheStartRateTakeATenthOffAndNoMore(t *testing.T) {
+	q, decreaseAt := startedAt200()
+
+	// Two rejections since the last decrease: the quota is short, a tenth off.
+	decreaseAt(200, time.Second, 60, 2)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+
+	// A storm a round trip later, at the start rate: a tenth off, not half.
+	decreaseAt(200, 50*time.Millisecond, 1, 10)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "a tenth off, not half")
+
+	// What the queue accepted lately reads far below the rate (others took the quota for a
+	// while): a queue without a start rate comes down to it, this one a tenth.
+	q, decreaseAt = startedAt200()
+	for i := range 20 {
+		q.accepted.add(time.Unix(1_000_001, 0).Add(time.Duration(i) * 50 * time.Millisecond))
+	}
+	q.boundAt = time.Unix(1_000_002, 0)
+	decreaseAt(200, 2*time.Second, 20, 2)
+	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9, "not to the accepted rate")
+	q.share = 0
+	decreaseAt(200, 0, 20, 2)
+	assert.Less(t, q.rate, 200*decreaseFactor/2, "without a start rate, the accepted rate")
+
+	// A queue started in slow start has no start rate to soften its decreases: the storm halves.
+	var sq queueLimit
+	sq.rtt = 30 * time.Millisecond
+	now := time.Unix(1_000, 0)
+	sq.inFlight = 10
+	sq.decrease(now)
+	sq.rate, sq.roundAccepted, sq.roundRejected = 200, 1, 10
+	now = now.Add(50 * time.Millisecond)
+	sq.decrease(now)
+	assert.InDelta(t, 200*stormFloor, sq.rate, 1e-9)
+}
+
+func TestRoundsOfMostlyRejectionsInARowGiveTheStartRateUp(t *testing.T) {
+	q, decreaseAt := startedAt200()
+
+	// Most answers rejections, then a round that was not: the count starts again.
 	decreaseAt(200, time.Second, 2, 10)
-	assert.Zero(t, q.floor)
 	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
-	decreaseAt(q.rate, time.Second, 5, 1)
-	assert.InDelta(t, 200*decreaseFactor*decreaseFactor, q.rate, 1e-9, "no floor holds it")
+	decreaseAt(q.rate, time.Second, 60, 2)
+	assert.Equal(t, 200.0, q.share)
+	assert.InDelta(t, 200*decreaseFactor*decreaseFactor, q.rate, 1e-9)
 
-	// A storm at the start rate, a round trip after the first decrease, comes down to what the
-	// queue accepted, as without a floor.
-	q, decreaseAt, _ = startedAt200()
-	decreaseAt(260, time.Second, 0, 0)
-	decreaseAt(205, 50*time.Millisecond, 1, 10)
-	assert.Zero(t, q.floor)
-	assert.InDelta(t, 205*stormFloor, q.rate, 1e-9, "halved, as a storm is")
+	// shareStormLimit of them in a row: the share was far too high, and it is given up; this
+	// decrease, a storm, halves the rate as for a queue started in slow start.
+	for range shareStormLimit - 1 {
+		decreaseAt(180, time.Second, 2, 10)
+		assert.Equal(t, 200.0, q.share)
+	}
+	decreaseAt(180, 50*time.Millisecond, 1, 10)
+	assert.Zero(t, q.share)
+	assert.InDelta(t, 180*stormFloor, q.rate, 1e-9)
+	decreaseAt(q.rate, time.Second, 60, 1)
+	assert.InDelta(t, 180*stormFloor*decreaseFactor, q.rate, 1e-9, "no start rate softens it")
 }
 
-func TestTheFloorStaysWhileTheRateGrowsBackToItBetweenDecreases(t *testing.T) {
-	q, decreaseAt, growAt := startedAt200()
+func TestTheStormThatGivesTheStartRateUpHalvesTheRate(t *testing.T) {
+	q, decreaseAt := startedAt200()
 
-	// Processes at their shares are refused near their floors when peers grew past theirs; a
-	// rate that grows back to the floor in between keeps it, however many such decreases come.
-	for range 2 * floorStrikeLimit {
-		decreaseAt(200, time.Second, 5, 1)
-		assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
-		growAt(200, 100*time.Millisecond)
-		assert.Zero(t, q.floorStrikes, "back at the floor")
-	}
-	assert.Equal(t, 200.0, q.floor)
-
-	// A round whose only answer is the rejection is no evidence that the start rate was too
-	// high: fewer than stormMinRejected rejections do not give the floor up.
-	decreaseAt(200, 10*time.Millisecond, 0, stormMinRejected-1)
-	assert.Equal(t, 200.0, q.floor)
+	// Storms a round trip apart at the start rate: the first is held to a tenth off, and the
+	// second gives the start rate up and halves the rate, though a storm spell halves once: the
+	// start rate held the spell's first halving back.
+	decreaseAt(200, 40*time.Millisecond, 0, 10)
 	assert.InDelta(t, 200*decreaseFactor, q.rate, 1e-9)
+	decreaseAt(q.rate, 40*time.Millisecond, 0, 10)
+	assert.Zero(t, q.share)
+	assert.InDelta(t, 200*decreaseFactor*stormFloor, q.rate, 1e-9)
+	// The spell's halving is spent: the next storm takes a tenth.
+	decreaseAt(q.rate, 40*time.Millisecond, 0, 10)
+	assert.InDelta(t, 200*decreaseFactor*stormFloor*decreaseFactor, q.rate, 1e-9)
 }
