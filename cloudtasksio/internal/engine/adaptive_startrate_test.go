@@ -55,8 +55,7 @@ func TestAStartRateStartsTheQueuePacedAtIt(t *testing.T) {
 func TestARejectionLowersAStartRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		var ps []permit
-		for range 3 {
+		acquire := func() permit {
 			p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
 			if !ok {
 				// Booked beyond the horizon: ask again when the slot comes within it.
@@ -64,8 +63,9 @@ func TestARejectionLowersAStartRate(t *testing.T) {
 				p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
 			}
 			require.True(t, ok)
-			ps = append(ps, p)
+			return p
 		}
+		ps := []permit{acquire(), acquire(), acquire()}
 		time.Sleep(30 * time.Millisecond)
 		// The first answer is a rejection, the first decrease: one rejection at the start
 		// rate takes little off (softenDecrease).
@@ -79,12 +79,7 @@ func TestARejectionLowersAStartRate(t *testing.T) {
 		assert.InDelta(t, 200*loneRejectionFactor, a.Queue(testQueue).Rate, 1e-9)
 		// A create sent after it and rejected is the second decrease, with three rejections
 		// since the first: a tenth off.
-		p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
-		if !ok {
-			time.Sleep(time.Until(until))
-			p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
-		}
-		require.True(t, ok)
+		p := acquire()
 		time.Sleep(time.Until(p.start) + 30*time.Millisecond)
 		a.release(p, outcomeThrottled, 0, time.Now())
 		got = a.Queue(testQueue)
