@@ -113,7 +113,14 @@ import (
 //     to more than the quota, and every process that shares the quota should
 //     come down alike. After shareStormLimit decreases in a row whose rounds
 //     were mostly rejections the start rate is given up: it was far too
-//     high.
+//     high. And near the start rate (from it to shareHoldBand above it)
+//     the rate holds until a quiet spell has passed: it grows by
+//     growthFloor a second only until growthDoublings*growthDoubling have
+//     gone without a decrease (holdsShare), since the shares add up to the
+//     quota and growth past one finds room only where peers left it; then it
+//     grows from the gentle pace of a queue just after a decrease. A start
+//     rate below the share therefore costs that spell before growth takes the
+//     rate past it.
 //   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
 //     queue's creates until its delay has passed, and the rejected request
 //     waits at least that long before its next attempt.
@@ -244,6 +251,9 @@ type queueLimit struct {
 	// rejections (softenDecrease).
 	share       float64
 	shareStorms int
+	// heldAt is the last success whose growth the hold near the share held
+	// back (holdsShare); growth past the hold doubles from there.
+	heldAt time.Time
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.

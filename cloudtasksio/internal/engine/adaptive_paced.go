@@ -95,12 +95,47 @@ func (q *queueLimit) softenDecrease(before float64, mostlyRejected bool) (raised
 	return true
 }
 
+// holdsShare reports whether a queue started at a start rate holds its rate
+// near it, quiet after its last decrease: from the share to shareHoldBand
+// above it, until growthDoublings*growthDoubling have passed without a
+// decrease. There growth adds growthFloor a second only. The processes were
+// told their shares, and the shares add up to the quota: growth past one
+// finds room only where peers left it, which a quiet spell shows. Growing
+// there as any queue grows after a decrease (a pace that doubles every
+// growthDoubling), eight processes at their shares ran a sixth past the quota
+// by the time the queue's bucket was empty (the bucket hides the quota until
+// then), and a round trip of rejections came back to each of them at once;
+// the creates those rejections sent back to retry ended a short job one or
+// two round trips after the rest. Below the share (after decreases) the rate
+// grows back at that pace, and past the band (a start rate below the share,
+// grown past it) it grows as any queue's; after the quiet spell, growth
+// (starting again from its gentle pace, see grow) and the probe take up a
+// quota the peers stopped using.
+func (q *queueLimit) holdsShare(quiet time.Duration) bool {
+	return q.share > 0 && q.rate >= q.share && q.rate <= q.share*(1+shareHoldBand) &&
+		quiet < growthDoublings*growthDoubling
+}
+
 // grow raises the paced rate after a success at time at of a create that the
 // rate held back.
 func (q *queueLimit) grow(at time.Time) {
 	step := min(max(at.Sub(q.grown), 0), maxGrowthStep)
 	quiet := min(max(at.Sub(q.decreasedAt), 0), growthDoublings*growthDoubling)
-	g := growthPerSecond * math.Exp2(quiet.Seconds()/growthDoubling.Seconds())
+	if q.holdsShare(quiet) {
+		q.rate += growthFloor * step.Seconds()
+		q.grown, q.heldAt = latest(q.grown, at), latest(q.heldAt, at)
+		return
+	}
+	// The pace doubles with the time since the last decrease, or since the
+	// hold near the share ended if that is later: past a hold, growth starts
+	// as gently as after a decrease. (Every process at its share ends its
+	// hold at about the same time; at the full pace at once, together they
+	// ran far past the quota within a round trip or two.)
+	doubling := quiet
+	if q.heldAt.After(q.decreasedAt) {
+		doubling = min(max(at.Sub(q.heldAt), 0), growthDoublings*growthDoubling)
+	}
+	g := growthPerSecond * math.Exp2(doubling.Seconds()/growthDoubling.Seconds())
 	if q.rtt > 0 {
 		g = max(growthPerSecond, min(g, maxGrowthPerRound/q.rtt.Seconds()))
 	}

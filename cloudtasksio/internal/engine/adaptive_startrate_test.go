@@ -88,6 +88,140 @@ func TestARejectionLowersAStartRate(t *testing.T) {
 	})
 }
 
+func TestAQueueHoldsItsStartRateUntilAQuietSpellHasPassed(t *testing.T) {
+	// Two seconds of successes at a start rate of 200/s into a queue that takes anything, every
+	// create held back by the rate: it grows by growthFloor a second only (holdsShare), not at
+	// the pace that doubles every growthDoubling (which would take it to about 300/s in these
+	// two seconds). Once growthDoublings*growthDoubling have passed without a decrease, it
+	// grows as any queue just after a decrease does.
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		o := adaptiveOptions(a)
+		o.MaxInFlight = 1000
+		o.StartRate = 200
+		f := unlimited(30 * time.Millisecond)
+		start := time.Now()
+		require.NoError(t, run(context.Background(), f, o, testQueue, 420))
+		elapsed := time.Since(start)
+		got := a.Queue(testQueue)
+		t.Logf("after %v: %+v", elapsed, got)
+		assert.Greater(t, elapsed, 1900*time.Millisecond, "420 creates take about two seconds at 200/s")
+		assert.Greater(t, got.Rate, 200.0, "the rate grew past the start rate")
+		assert.LessOrEqual(t, got.Rate, 200+growthFloor*elapsed.Seconds())
+
+		// Past the quiet spell it grows again, from the gentle pace of a queue just after a
+		// decrease (5% of the start rate a second, doubling every growthDoubling): about 10/s in
+		// the first half second, where the full pace would add about 100/s.
+		require.NoError(t, run(context.Background(), f, o, testQueue, 200))
+		got = a.Queue(testQueue)
+		past := time.Since(start) - growthDoublings*growthDoubling
+		t.Logf("%v past the quiet spell: %+v", past, got)
+		require.Greater(t, past, 400*time.Millisecond)
+		require.Less(t, past, 800*time.Millisecond)
+		assert.Less(t, got.Rate, 200+growthFloor*growthDoublings*growthDoubling.Seconds()+25)
+
+		require.NoError(t, run(context.Background(), f, o, testQueue, 800))
+		got = a.Queue(testQueue)
+		t.Logf("after %v: %+v", time.Since(start), got)
+		assert.Greater(t, got.Rate, 300.0, "past the quiet spell the rate grows")
+		assert.Zero(t, got.Decreases)
+	})
+}
+
+func TestTheHoldSpansTheStartRateToATenthAboveItForAQuietSpell(t *testing.T) {
+	q := &queueLimit{share: 100}
+	spell := growthDoublings * growthDoubling
+	for _, c := range []struct {
+		rate  float64
+		quiet time.Duration
+		holds bool
+	}{
+		{99.9, 0, false}, // below the start rate: it grows back
+		{100, 0, true},   // at it
+		{100 * (1 + shareHoldBand) * 0.999, 0, true},  // just inside the band
+		{100 * (1 + shareHoldBand) * 1.001, 0, false}, // just past it
+		{105, spell - time.Millisecond, true},         // late in the quiet spell
+		{105, spell, false},                           // past it
+	} {
+		q.rate = c.rate
+		assert.Equal(t, c.holds, q.holdsShare(c.quiet), "rate %v, quiet %v", c.rate, c.quiet)
+	}
+	q.share, q.rate = 0, 100 // a queue without a start rate, or one that gave it up
+	assert.False(t, q.holdsShare(0))
+}
+
+func TestAQueueFarPastItsStartRateGrowsAsAnyQueue(t *testing.T) {
+	// A start rate of 100/s into a queue that takes anything: the rate is probed far past it
+	// (TestAStartRateBelowWhatTheQueueTakesIsProbedPast). A rejection there starts a quiet
+	// spell anew, but the rate is well past shareHoldBand above the start rate, so it grows
+	// at the pace of any queue just after a decrease, not by growthFloor a second.
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		o := adaptiveOptions(a)
+		o.MaxInFlight = 1000
+		o.StartRate = 100
+		f := unlimited(30 * time.Millisecond)
+		require.NoError(t, run(context.Background(), f, o, testQueue, 2000))
+		p, ok, until := a.acquire(testQueue, 1000, 100, time.Now())
+		if !ok {
+			time.Sleep(time.Until(until))
+			p, ok, _ = a.acquire(testQueue, 1000, 100, time.Now())
+		}
+		require.True(t, ok)
+		time.Sleep(time.Until(p.start) + 30*time.Millisecond)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		decreased := a.Queue(testQueue)
+		require.Equal(t, 1, decreased.Decreases)
+		require.Greater(t, decreased.Rate, 2*100*(1+shareHoldBand), "%+v", decreased)
+
+		start := time.Now()
+		require.NoError(t, run(context.Background(), f, o, testQueue, int(decreased.Rate)))
+		got := a.Queue(testQueue)
+		t.Logf("decreased to %.1f/s; %v later %+v", decreased.Rate, time.Since(start), got)
+		assert.Greater(t, got.Rate, decreased.Rate+10*growthFloor*time.Since(start).Seconds())
+		assert.Equal(t, 1, got.Decreases)
+	})
+}
+
+func TestAQueueBelowItsStartRateGrowsBackAtTheDoublingPace(t *testing.T) {
+	// Rejections take a queue started at 200/s a tenth below it, to 174.6/s (as in
+	// TestARejectionLowersAStartRate). Below its start rate the growth doubles every
+	// growthDoubling, as for any queue: back at 200/s about a second later, where the hold's
+	// growth of 1/s a second (holdsShare) would take over twenty.
+	synctest.Test(t, func(t *testing.T) {
+		a := NewAdaptive()
+		acquire := func() permit {
+			p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
+			if !ok {
+				time.Sleep(time.Until(until))
+				p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
+			}
+			require.True(t, ok)
+			return p
+		}
+		ps := []permit{acquire(), acquire(), acquire()}
+		time.Sleep(30 * time.Millisecond)
+		for _, p := range ps {
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		p := acquire()
+		time.Sleep(time.Until(p.start) + 30*time.Millisecond)
+		a.release(p, outcomeThrottled, 0, time.Now())
+		require.InDelta(t, 200*loneRejectionFactor*decreaseFactor, a.Queue(testQueue).Rate, 1e-9)
+
+		o := adaptiveOptions(a)
+		o.MaxInFlight = 1000
+		o.StartRate = 200
+		start := time.Now()
+		require.NoError(t, run(context.Background(), unlimited(30*time.Millisecond), o, testQueue, 280))
+		got := a.Queue(testQueue)
+		t.Logf("after %v: %+v", time.Since(start), got)
+		assert.Less(t, time.Since(start), 1600*time.Millisecond)
+		assert.GreaterOrEqual(t, got.Rate, 200.0, "back at the start rate")
+		assert.Equal(t, 2, got.Decreases)
+	})
+}
+
 // unlimited is a creator that accepts every create after latency.
 func unlimited(latency time.Duration) *throttlingFake {
 	return (&throttlingFake{latency: latency}).init()
@@ -97,7 +231,8 @@ func TestAStartRateBelowWhatTheQueueTakesIsProbedPast(t *testing.T) {
 	// A start rate of 100/s into a queue that takes anything, at 30 ms: the rate grows while its
 	// creates succeed, and once growthDoublings*growthDoubling have passed without a decrease
 	// and the rate is a fifth past the start rate it probes, so 6,000 creates take under 6 s
-	// (3.8 s when this test was written) where they would take a minute at 100/s.
+	// (3.8 s when this test was written, 5.1 s since the rate holds near the start rate for
+	// that spell and then grows from a gentle pace) where they would take a minute at 100/s.
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
 		o := adaptiveOptions(a)
