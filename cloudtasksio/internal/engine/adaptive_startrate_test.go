@@ -55,16 +55,7 @@ func TestAStartRateStartsTheQueuePacedAtIt(t *testing.T) {
 func TestARejectionLowersAStartRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		acquire := func() permit {
-			p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
-			if !ok {
-				// Booked beyond the horizon: ask again when the slot comes within it.
-				time.Sleep(time.Until(until))
-				p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
-			}
-			require.True(t, ok)
-			return p
-		}
+		acquire := func() permit { return acquireAtStartRate(t, a, 200) }
 		ps := []permit{acquire(), acquire(), acquire()}
 		time.Sleep(30 * time.Millisecond)
 		// The first answer is a rejection, the first decrease: one rejection at the start
@@ -162,12 +153,7 @@ func TestAQueueFarPastItsStartRateGrowsAsAnyQueue(t *testing.T) {
 		o.StartRate = 100
 		f := unlimited(30 * time.Millisecond)
 		require.NoError(t, run(context.Background(), f, o, testQueue, 2000))
-		p, ok, until := a.acquire(testQueue, 1000, 100, time.Now())
-		if !ok {
-			time.Sleep(time.Until(until))
-			p, ok, _ = a.acquire(testQueue, 1000, 100, time.Now())
-		}
-		require.True(t, ok)
+		p := acquireAtStartRate(t, a, 100)
 		time.Sleep(time.Until(p.start) + 30*time.Millisecond)
 		a.release(p, outcomeThrottled, 0, time.Now())
 		decreased := a.Queue(testQueue)
@@ -190,15 +176,7 @@ func TestAQueueBelowItsStartRateGrowsBackAtTheDoublingPace(t *testing.T) {
 	// growth of 1/s a second (holdsShare) would take over twenty.
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		acquire := func() permit {
-			p, ok, until := a.acquire(testQueue, 1000, 200, time.Now())
-			if !ok {
-				time.Sleep(time.Until(until))
-				p, ok, _ = a.acquire(testQueue, 1000, 200, time.Now())
-			}
-			require.True(t, ok)
-			return p
-		}
+		acquire := func() permit { return acquireAtStartRate(t, a, 200) }
 		ps := []permit{acquire(), acquire(), acquire()}
 		time.Sleep(30 * time.Millisecond)
 		for _, p := range ps {
@@ -220,6 +198,19 @@ func TestAQueueBelowItsStartRateGrowsBackAtTheDoublingPace(t *testing.T) {
 		assert.GreaterOrEqual(t, got.Rate, 200.0, "back at the start rate")
 		assert.Equal(t, 2, got.Decreases)
 	})
+}
+
+// acquireAtStartRate acquires a permit for testQueue of a, started at rate: booked beyond the
+// horizon, it asks again when the slot comes within it, as an engine does.
+func acquireAtStartRate(t *testing.T, a *Adaptive, rate float64) permit {
+	t.Helper()
+	p, ok, until := a.acquire(testQueue, 1000, rate, time.Now())
+	if !ok {
+		time.Sleep(time.Until(until))
+		p, ok, _ = a.acquire(testQueue, 1000, rate, time.Now())
+	}
+	require.True(t, ok)
+	return p
 }
 
 // unlimited is a creator that accepts every create after latency.
