@@ -87,9 +87,7 @@ func TestAQueueHoldsItsStartRateUntilAQuietSpellHasPassed(t *testing.T) {
 	// grows as any queue just after a decrease does.
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		o := adaptiveOptions(a)
-		o.MaxInFlight = 1000
-		o.StartRate = 200
+		o := startRateOptions(a, 200)
 		f := unlimited(30 * time.Millisecond)
 		start := time.Now()
 		require.NoError(t, run(context.Background(), f, o, testQueue, 420))
@@ -148,9 +146,7 @@ func TestAQueueFarPastItsStartRateGrowsAsAnyQueue(t *testing.T) {
 	// at the pace of any queue just after a decrease, not by growthFloor a second.
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		o := adaptiveOptions(a)
-		o.MaxInFlight = 1000
-		o.StartRate = 100
+		o := startRateOptions(a, 100)
 		f := unlimited(30 * time.Millisecond)
 		require.NoError(t, run(context.Background(), f, o, testQueue, 2000))
 		p := acquireAtStartRate(t, a, 100)
@@ -187,9 +183,7 @@ func TestAQueueBelowItsStartRateGrowsBackAtTheDoublingPace(t *testing.T) {
 		a.release(p, outcomeThrottled, 0, time.Now())
 		require.InDelta(t, 200*loneRejectionFactor*decreaseFactor, a.Queue(testQueue).Rate, 1e-9)
 
-		o := adaptiveOptions(a)
-		o.MaxInFlight = 1000
-		o.StartRate = 200
+		o := startRateOptions(a, 200)
 		start := time.Now()
 		require.NoError(t, run(context.Background(), unlimited(30*time.Millisecond), o, testQueue, 280))
 		got := a.Queue(testQueue)
@@ -213,6 +207,15 @@ func acquireAtStartRate(t *testing.T, a *Adaptive, rate float64) permit {
 	return p
 }
 
+// startRateOptions are an engine's options on a, with up to 1,000 creates in flight, that start
+// a queue at rate.
+func startRateOptions(a *Adaptive, rate float64) Options {
+	o := adaptiveOptions(a)
+	o.MaxInFlight = 1000
+	o.StartRate = rate
+	return o
+}
+
 // unlimited is a creator that accepts every create after latency.
 func unlimited(latency time.Duration) *throttlingFake {
 	return (&throttlingFake{latency: latency}).init()
@@ -226,9 +229,7 @@ func TestAStartRateBelowWhatTheQueueTakesIsProbedPast(t *testing.T) {
 	// that spell and then grows from a gentle pace) where they would take a minute at 100/s.
 	synctest.Test(t, func(t *testing.T) {
 		a := NewAdaptive()
-		o := adaptiveOptions(a)
-		o.MaxInFlight = 1000
-		o.StartRate = 100
+		o := startRateOptions(a, 100)
 		f := unlimited(30 * time.Millisecond)
 		start := time.Now()
 		require.NoError(t, run(context.Background(), f, o, testQueue, 6000))
