@@ -14,7 +14,7 @@ import (
 
 // createBase is the engine lifecycle that both create DoFns embed, the at-least-once writeFn
 // and the exactly-once stagedCreateFn: the sink's metrics, a fresh engine per bundle, the
-// queue preflight before each queue's first create, the process-wide adaptive concurrency
+// queue preflight of each queue on its first create, the process-wide adaptive concurrency
 // limits, the bundle's first failure, and the gauges after every call into the engine. T is the tag each DoFn keeps with a request while
 // the engine owns it.
 //
@@ -23,7 +23,7 @@ import (
 type createBase[T any] struct {
 	metrics   *sinkMetrics
 	engine    *engine.Engine[T]
-	preflight *queuePreflighter // reads each queue once per process before its first create
+	preflight *queuePreflighter // reads each queue once per process (before its first create under PreflightFail)
 	adaptive  *engine.Adaptive  // the process-wide limits of the DoFn's client setting; nil: off
 	queues    map[string]bool   // the queues the bundle wrote to, for the adaptive limit gauge
 }
@@ -79,6 +79,7 @@ func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error 
 // finish waits for the bundle's creates and returns the bundle's failure, if any.
 func (b *createBase[T]) finish(ctx context.Context) error {
 	err := b.engine.Flush(ctx)
+	b.preflight.finishBundle(ctx)
 	b.metrics.gauges(ctx, b.engine)
 	b.adaptiveGauge(ctx)
 	if err != nil {

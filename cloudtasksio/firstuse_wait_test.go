@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,10 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // The first-use checks of many DoFn instances starting together behind one slow read: the
-// last instance must wait about one read, not one read per instance before it.
+// last instance must wait about one read, not one read per instance before it. Under
+// PreflightWarn, the default, the creates do not wait for the queue read at all; the bundle's
+// end does.
 
 const (
 	firstUseInstances = 64
@@ -95,8 +100,15 @@ func TestSixtyFourInstancesWaitForOneSlowQueuePreflightRead(t *testing.T) {
 					p := newQueuePreflighter(c.mode, spec)
 					p.reader = c.reader
 					p.startBundle()
-					return p.check(ctx, &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{
+					start := time.Now()
+					err := p.check(ctx, &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{
 						MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "https://example.com/"}}}})
+					if c.mode == PreflightWarn {
+						// The creates need not wait for a warning: only the bundle's end does.
+						assert.Zero(t, time.Since(start), "under PreflightWarn the element does not wait for the read")
+						p.finishBundle(ctx)
+					}
+					return err
 				})
 				t.Logf("the last of %d instances waited %v behind one read of %v (%d reads)", firstUseInstances, longest, slowReadTime, c.reader.reads.Load())
 				assert.Equal(t, int64(1), c.reader.reads.Load(), "one read for every instance")
@@ -145,6 +157,130 @@ func TestSixtyFourInstancesWaitForOneSlowRetentionRead(t *testing.T) {
 	}
 }
 
+func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOneAfterAnother(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		logs := captureLogs(t)
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
+		p.startBundle()
+		const queues = 50
+		start := time.Now()
+		for i := range queues {
+			req := httpCreate("https://example.com/")
+			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
+			require.NoError(t, p.check(ctx, req))
+		}
+		// maxPendingReads reads run together: the elements waited for one read per
+		// maxPendingReads new queues, and the bundle's end for the last ones.
+		rounds := (queues + maxPendingReads - 1) / maxPendingReads
+		assert.Equal(t, time.Duration(rounds-1)*slowReadTime, time.Since(start), "not one read per queue")
+		assert.Less(t, counters()[MetricQueuePreflightPaused], int64(queues), "the last reads are still under way")
+
+		p.finishBundle(ctx)
+		assert.Equal(t, time.Duration(rounds)*slowReadTime, time.Since(start), "the bundle's end waited for the last reads")
+		assert.Equal(t, int64(queues), r.reads.Load(), "one read per queue")
+		assert.Equal(t, int64(queues), counters()[MetricQueuePreflightPaused], "every finding reported by the bundle's end")
+		assert.Len(t, logLines(logs, "is PAUSED"), queues)
+
+		// The next bundle knows the queues: no read, no wait, nothing said again.
+		p.startBundle()
+		for i := range queues {
+			req := httpCreate("https://example.com/")
+			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
+			require.NoError(t, p.check(ctx, req))
+		}
+		p.finishBundle(ctx)
+		assert.Equal(t, int64(queues), r.reads.Load())
+		assert.Equal(t, int64(queues), counters()[MetricQueuePreflightPaused])
+	})
+}
+
+func TestAnInstanceHasAtMostMaxPendingReadsUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
+		p.startBundle()
+		check := func(i int) {
+			req := httpCreate("https://example.com/")
+			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
+			require.NoError(t, p.check(ctx, req))
+		}
+		start := time.Now()
+		for i := range maxPendingReads {
+			check(i)
+		}
+		assert.Zero(t, time.Since(start), "up to maxPendingReads reads, no element waits")
+		synctest.Wait() // the reads have begun
+		assert.Equal(t, int64(maxPendingReads), r.reads.Load())
+
+		check(maxPendingReads)
+		assert.Equal(t, slowReadTime, time.Since(start), "the next element waited for the oldest read")
+		assert.Len(t, p.pending, maxPendingReads)
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused], "the read it waited for is reported")
+
+		// The others had started with the oldest and ended with it: no more waiting.
+		for i := maxPendingReads + 1; i < 2*maxPendingReads; i++ {
+			check(i)
+		}
+		assert.Equal(t, slowReadTime, time.Since(start))
+		p.finishBundle(ctx)
+		assert.Empty(t, p.pending)
+		assert.Equal(t, 2*slowReadTime, time.Since(start), "the bundle's end waited for the last reads")
+		assert.Equal(t, int64(2*maxPendingReads), counters()[MetricQueuePreflightPaused])
+	})
+}
+
+func TestAReadABundleLeftUnderWayIsReportedByTheNextBundleOfItsQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_DISABLED}
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
+		// The bundle fails before its end: the runner calls no FinishBundle.
+		p.startBundle()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		time.Sleep(slowReadTime)
+		synctest.Wait()
+		assert.Empty(t, counters())
+
+		// Its retry finds the read done and reports it at once, once.
+		p.startBundle()
+		start := time.Now()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		assert.Zero(t, time.Since(start))
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightDisabled])
+		p.finishBundle(ctx)
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightDisabled])
+		assert.Equal(t, int64(1), r.reads.Load())
+	})
+}
+
+func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
+		p.startBundle()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		bundleCtx, cancel := context.WithTimeout(ctx, slowReadTime/4)
+		defer cancel()
+		start := time.Now()
+		p.finishBundle(bundleCtx)
+		assert.Equal(t, slowReadTime/4, time.Since(start), "the wait ends with the bundle's context")
+		assert.Empty(t, counters(), "nothing known, nothing said")
+
+		time.Sleep(slowReadTime)
+		p.startBundle()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused], "the next bundle reports it")
+	})
+}
+
 // BenchmarkFirstUseWaitOf64Instances measures, in real time, how long the last of 64 DoFn
 // instances starting together waits for its first-use check behind one read of 200 ms
 // (last-wait-ms), and how many reads they make (reads/op). Run it with -benchtime=1x: each
@@ -170,8 +306,10 @@ func BenchmarkFirstUseWaitOf64Instances(b *testing.B) {
 						p := newQueuePreflighter(mode, spec)
 						p.reader = r
 						p.startBundle()
-						return p.check(ctx, &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{
+						err := p.check(ctx, &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{
 							MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "https://example.com/"}}}})
+						p.finishBundle(ctx) // under PreflightWarn the wait is here
+						return err
 					}
 					count = r.reads.Load
 				default:

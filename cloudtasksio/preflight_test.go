@@ -113,6 +113,7 @@ func TestQueuePreflightWarnsOncePerProcessAndFinding(t *testing.T) {
 					for range 3 {
 						require.NoError(t, p.check(ctx, c.req), "warnings do not fail the bundle")
 					}
+					p.finishBundle(ctx)
 				}
 			}
 			assert.Equal(t, int64(1), s.getQueue.Load(), "the queue is read once per process")
@@ -158,7 +159,9 @@ func TestQueuePreflightStaysQuietWhenNothingReplacesWhatTheSinkSets(t *testing.T
 			logs := captureLogs(t)
 			ctx, counters := metricsContext()
 			for _, mode := range []QueuePreflight{PreflightWarn, PreflightFail} {
-				require.NoError(t, s.preflighter(mode).check(ctx, c.req))
+				p := s.preflighter(mode)
+				require.NoError(t, p.check(ctx, c.req))
+				p.finishBundle(ctx)
 			}
 			assert.Equal(t, int64(2), s.getQueue.Load(), "the queue was read, once per mode")
 			assert.Empty(t, logLines(logs, "cloudtasksio: queue preflight"))
@@ -187,6 +190,7 @@ func TestQueuePreflightSkipsQueuesItMayNotRead(t *testing.T) {
 					p := s.preflighter(mode)
 					p.startBundle()
 					require.NoError(t, p.check(ctx, httpCreate("https://example.com/")), "a refused read does not fail the bundle, even under PreflightFail")
+					p.finishBundle(ctx)
 				}
 				s.InjectErrors("GetQueue", c.code) // for the next mode
 			}
@@ -387,6 +391,7 @@ func TestQueuePreflightKeepsEachQueueApart(t *testing.T) {
 		req.Parent = other
 		require.NoError(t, p.check(ctx, req))
 	}
+	p.finishBundle(ctx)
 	assert.Equal(t, int64(2), s.getQueue.Load(), "one read per queue")
 	assert.Equal(t, map[string]int64{MetricQueuePreflightPaused: 1}, counters(), "only the paused queue is reported")
 }
@@ -415,6 +420,7 @@ func TestConcurrentDoFnInstancesReadAQueueOnce(t *testing.T) {
 			p := s.preflighter(PreflightWarn)
 			p.startBundle()
 			assert.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+			p.finishBundle(ctx)
 		}()
 	}
 	wg.Wait()
@@ -450,7 +456,7 @@ func countGetQueue(srv *cloudtaskstest.Server) *atomic.Int64 {
 	return &n
 }
 
-func TestAtLeastOnceWriterReadsTheQueueBeforeItsFirstCreateOncePerProcess(t *testing.T) {
+func TestAtLeastOnceWriterReadsTheQueueOncePerProcess(t *testing.T) {
 	srv := newBundleServer(t)
 	require.NoError(t, srv.PauseQueue(bundleQueue))
 	reads := countGetQueue(srv)
@@ -471,6 +477,20 @@ func TestAtLeastOnceWriterReadsTheQueueBeforeItsFirstCreateOncePerProcess(t *tes
 	assert.Len(t, srv.Tasks(bundleQueue), 20, "the tasks are created anyway, and wait in the paused queue")
 	assert.Len(t, logLines(logs, "is PAUSED"), 1)
 	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
+}
+
+func TestAtLeastOnceWriterReportsAPausedQueueByTheEndOfTheBundleThatFirstWritesToIt(t *testing.T) {
+	srv := newBundleServer(t)
+	require.NoError(t, srv.PauseQueue(bundleQueue))
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	f := newBundleWriteFn(t, srv, FailBundle, 10, WriterOptions{})
+	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
+	require.NoError(t, f.ProcessElement(ctx, 0, urlOrder{ID: "only"}, discardDeadLetters))
+	require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+	assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused], "reported by this bundle, not left to a next one")
+	assert.Len(t, logLines(logs, "is PAUSED"), 1)
+	assert.Len(t, srv.Tasks(bundleQueue), 1)
 }
 
 func TestAtLeastOnceWriterUnderPreflightFailCreatesNothingInAPausedQueue(t *testing.T) {

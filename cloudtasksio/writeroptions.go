@@ -34,10 +34,11 @@ type WriterOptions struct {
 	NotFoundRecoveryMaxAttempts int
 	// PerDestinationMetrics adds recordsSend and sendErrors counters per queue. Default false.
 	PerDestinationMetrics bool
-	// QueuePreflight decides what a worker does when, reading a queue before its first create
+	// QueuePreflight decides what a worker does when, reading a queue once as it first writes
 	// there, it finds the queue PAUSED or DISABLED or with an override that replaces what the
-	// sink sets: PreflightWarn (the default) logs and counts it, PreflightFail fails the
-	// bundle, PreflightOff does not read the queue.
+	// sink sets: PreflightWarn (the default) logs and counts it by the end of the bundle, the
+	// creates not waiting for the read; PreflightFail reads before the queue's first create
+	// and fails the bundle; PreflightOff does not read the queue.
 	QueuePreflight QueuePreflight
 	// AdaptiveConcurrency lowers the creates in flight to a queue when Cloud Tasks answers
 	// RESOURCE_EXHAUSTED and raises them again as creates succeed, per worker process and

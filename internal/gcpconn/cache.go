@@ -31,10 +31,12 @@ const FailureTTL = 30 * time.Second
 //
 // IdleTTL and MaxEntries bound the cache for keys that come from the data (one entry per
 // queue): an entry nobody asked for during IdleTTL is dropped, and beyond MaxEntries the
-// least recently used one is. A dropped value is created again by the next caller of its key;
-// it is never closed, so a value that holds a connection belongs in a cache without bounds,
-// keyed by something the pipeline fixes at construction (a client setting). A creation under
-// way is never dropped. The zero Cache has no bounds and is ready to use.
+// least recently used one is (checked as entries are added and as creations end: creations
+// under way are never dropped, so the cache exceeds MaxEntries by at most the creations under
+// way at once). A dropped value is created again by the next caller of its key; it is never
+// closed, so a value that holds a connection belongs in a cache without bounds,
+// keyed by something the pipeline fixes at construction (a client setting). The zero Cache
+// has no bounds and is ready to use.
 type Cache[K comparable, V any] struct {
 	// IdleTTL drops an entry that no caller has asked for during this time; 0 keeps
 	// entries for the life of the process.
@@ -67,10 +69,41 @@ type cacheEntry[K comparable, V any] struct {
 // creation and share its result; a caller whose ctx ends first gets ctx.Err() and leaves the
 // creation running for the others.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, create func() (V, error)) (V, error) {
+	result, _ := c.Start(key, create)
+	return result(ctx)
+}
+
+// Start is Get without the wait: it finds key's value or remembered failure, or else starts
+// its creation (unless one is under way already), and returns at once. ready says the result
+// is at hand; either way result returns it, waiting for the creation Start found or began
+// (not for any later one, even if the entry is dropped meanwhile) until ctx ends. It serves a
+// caller that need not have the value to go on, only before it ends.
+func (c *Cache[K, V]) Start(key K, create func() (V, error)) (result func(ctx context.Context) (V, error), ready bool) {
+	e, ready := c.lookup(key, create)
+	if ready {
+		// Without touching done: the common case costs no channel operation (and an entry
+		// made inside a testing/synctest bubble stays usable outside it).
+		v, err := e.value, e.err
+		return func(context.Context) (V, error) { return v, err }, true
+	}
+	return func(ctx context.Context) (V, error) {
+		select {
+		case <-e.done:
+			return e.value, e.err
+		case <-ctx.Done():
+			var zero V
+			return zero, ctx.Err()
+		}
+	}, false
+}
+
+// lookup finds key's entry, or makes one and starts its creation; ready says the entry's
+// creation has ended (its value and err are then set and stay so).
+func (c *Cache[K, V]) lookup(key K, create func() (V, error)) (e *cacheEntry[K, V], ready bool) {
 	now := time.Now()
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.expireLocked(now)
-	var e *cacheEntry[K, V]
 	if el, found := c.entries[key]; found {
 		e = el.Value.(*cacheEntry[K, V])
 		if e.finished && e.err != nil && !now.Before(e.retryAt) {
@@ -89,22 +122,9 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, create func() (V, error)) 
 		c.entries[key] = c.recency.PushFront(e)
 		c.boundLocked()
 		go c.create(e, create)
-	} else if e.finished {
-		// Without touching done: the common case costs no channel operation (and an entry
-		// made inside a testing/synctest bubble stays usable outside it).
-		v, err := e.value, e.err
-		c.mu.Unlock()
-		return v, err
+		return e, false
 	}
-	c.mu.Unlock()
-
-	select {
-	case <-e.done:
-		return e.value, e.err
-	case <-ctx.Done():
-		var zero V
-		return zero, ctx.Err()
-	}
+	return e, e.finished
 }
 
 // create runs one creation of e and publishes its result.
@@ -119,6 +139,9 @@ func (c *Cache[K, V]) create(e *cacheEntry[K, V], create func() (V, error)) {
 	}
 	e.value, e.err, e.finished = v, err, true
 	close(e.done)
+	// Creations under way are never dropped, so while many were, the cache may have grown
+	// past MaxEntries: back to it as each one ends.
+	c.boundLocked()
 }
 
 // Len returns the number of entries, creations under way included.

@@ -284,3 +284,118 @@ func TestCreatingAValueDoesNotHoldTheCacheLock(t *testing.T) {
 	require.NoError(t, otherErr)
 	assert.Equal(t, "fast client", other)
 }
+
+func TestStartBeginsTheCreationWithoutWaitingAndAGetWaitsForIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c Cache[string, string]
+		var calls atomic.Int64
+		read := slowRead(&calls, "found", nil)
+
+		// The first Start begins the read and returns at once; so does a second while it runs,
+		// without a read of its own.
+		start := time.Now()
+		first, ready := c.Start("queue", read)
+		assert.False(t, ready)
+		second, ready := c.Start("queue", read)
+		assert.False(t, ready)
+		assert.Zero(t, time.Since(start), "Start does not wait")
+
+		// A Get waits for that read, not one of its own; so do the results Start returned.
+		v, err := c.Get(t.Context(), "queue", read)
+		require.NoError(t, err)
+		assert.Equal(t, "found", v)
+		assert.Equal(t, readTime, time.Since(start))
+		for _, result := range []func(context.Context) (string, error){first, second} {
+			v, err = result(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, "found", v)
+		}
+		assert.Equal(t, int64(1), calls.Load())
+
+		// Once the read has ended, Start hands its result over.
+		result, ready := c.Start("queue", read)
+		assert.True(t, ready)
+		v, err = result(t.Context())
+		assert.Equal(t, "found", v)
+		assert.NoError(t, err)
+		assert.Equal(t, int64(1), calls.Load())
+	})
+}
+
+func TestStartHandsOverARememberedFailureAndStartsAgainAfterFailureTTL(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c Cache[string, string]
+		var calls atomic.Int64
+		_, ready := c.Start("queue", slowRead(&calls, "", errors.New("UNAVAILABLE")))
+		require.False(t, ready)
+		time.Sleep(readTime)
+		synctest.Wait()
+
+		result, ready := c.Start("queue", slowRead(&calls, "fixed", nil))
+		assert.True(t, ready)
+		_, err := result(t.Context())
+		assert.EqualError(t, err, "UNAVAILABLE", "the failure is remembered")
+		assert.Equal(t, int64(1), calls.Load())
+
+		time.Sleep(FailureTTL)
+		_, ready = c.Start("queue", slowRead(&calls, "fixed", nil))
+		assert.False(t, ready, "after FailureTTL the read starts again")
+		v, err := c.Get(t.Context(), "queue", slowRead(&calls, "not this one", nil))
+		require.NoError(t, err)
+		assert.Equal(t, "fixed", v)
+		assert.Equal(t, int64(2), calls.Load())
+	})
+}
+
+func TestAResultStartReturnedWaitsForItsOwnCreationEvenIfTheEntryIsDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Cache[string, string]{MaxEntries: 1}
+		var calls atomic.Int64
+		result, _ := c.Start("a", slowRead(&calls, "a's", nil))
+		time.Sleep(readTime)
+		synctest.Wait()
+		_, err := c.Get(t.Context(), "b", slowRead(&calls, "b's", nil)) // drops a
+		require.NoError(t, err)
+		require.Equal(t, 1, c.Len())
+
+		v, err := result(t.Context())
+		require.NoError(t, err)
+		assert.Equal(t, "a's", v)
+		assert.Equal(t, int64(2), calls.Load(), "no read of a again")
+	})
+}
+
+func TestAResultStartReturnedGivesUpWithItsContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c Cache[string, string]
+		var calls atomic.Int64
+		result, _ := c.Start("a", slowRead(&calls, "a's", nil))
+		ctx, cancel := context.WithTimeout(t.Context(), readTime/2)
+		defer cancel()
+		_, err := result(ctx)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		v, err := result(t.Context())
+		require.NoError(t, err, "the read went on")
+		assert.Equal(t, "a's", v)
+	})
+}
+
+func TestACacheGrownPastItsBoundByCreationsUnderWayShrinksBackAsTheyEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := Cache[string, string]{MaxEntries: 3}
+		var calls atomic.Int64
+		results := make([]func(context.Context) (string, error), 12)
+		for i := range results {
+			results[i], _ = c.Start(fmt.Sprint(i), slowRead(&calls, fmt.Sprint("value ", i), nil))
+		}
+		assert.Equal(t, 12, c.Len(), "none of them may be dropped while under way")
+		time.Sleep(readTime)
+		synctest.Wait()
+		assert.Equal(t, 3, c.Len(), "back to MaxEntries once they have ended")
+		for i, result := range results {
+			v, err := result(t.Context())
+			require.NoError(t, err)
+			assert.Equal(t, fmt.Sprint("value ", i), v, "a dropped entry's result is still its own")
+		}
+	})
+}
