@@ -172,9 +172,10 @@ func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOn
 			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
 			require.NoError(t, p.check(ctx, req))
 		}
-		// maxPendingReads reads run together: the elements waited for one read per
-		// maxPendingReads new queues, and the bundle's end for the last ones.
-		rounds := (queues + maxPendingReads - 1) / maxPendingReads
+		// The reads run in rounds of maxPendingReads+1 (the one whose element waits for the
+		// oldest has started too): the elements waited for one read per round, and the
+		// bundle's end for the last round.
+		rounds := (queues + maxPendingReads) / (maxPendingReads + 1)
 		assert.Equal(t, time.Duration(rounds-1)*slowReadTime, time.Since(start), "not one read per queue")
 		assert.Less(t, counters()[MetricQueuePreflightPaused], int64(queues), "the last reads are still under way")
 
@@ -274,10 +275,54 @@ func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T
 		assert.Equal(t, slowReadTime/4, time.Since(start), "the wait ends with the bundle's context")
 		assert.Empty(t, counters(), "nothing known, nothing said")
 
-		time.Sleep(slowReadTime)
+		// The next bundle writes elsewhere; its end reports the read the last one gave up on.
+		p.startBundle()
+		other := httpCreate("https://example.com/")
+		other.Parent = "projects/p/locations/l/queues/other"
+		require.NoError(t, p.check(ctx, other))
+		p.finishBundle(ctx)
+		assert.Equal(t, int64(2), counters()[MetricQueuePreflightPaused], "both queues reported by the next bundle's end")
+		assert.Equal(t, int64(2), r.reads.Load())
+	})
+}
+
+func TestAFailedBundlesReadsAreReportedByTheInstancesNextBundleWhereverItWrites(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		ctx, counters := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
 		p.startBundle()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
-		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused], "the next bundle reports it")
+		// The bundle fails: no FinishBundle. The next one writes to no queue at all.
+		p.startBundle()
+		p.finishBundle(ctx)
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
+		assert.Empty(t, p.pending)
+	})
+}
+
+func TestAnElementToAQueueTheProcessHasReadDoesNotWaitForOtherReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var cache gcpconn.Cache[preflightKey, *preflightResult]
+		r := &slowQueueReader{state: cloudtaskspb.Queue_RUNNING}
+		ctx, _ := metricsContext()
+		p := scriptedPreflighter(PreflightWarn, r, &cache)
+		p.startBundle()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/"))) // the known queue
+		p.finishBundle(ctx)
+
+		p.startBundle()
+		for i := range maxPendingReads {
+			req := httpCreate("https://example.com/")
+			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
+			require.NoError(t, p.check(ctx, req))
+		}
+		start := time.Now()
+		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
+		assert.Zero(t, time.Since(start), "its answer is at hand: no wait behind the reads under way")
+		assert.Len(t, p.pending, maxPendingReads)
+		p.finishBundle(ctx)
 	})
 }
 

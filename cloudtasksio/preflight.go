@@ -17,7 +17,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
-// The queue preflight. Before the first create to a queue, each worker process reads the queue
+// The queue preflight. When it first writes to a queue, each worker process reads the queue
 // once (v2 GetQueue) and reports what would make the tasks it creates behave otherwise than
 // the sink built them: a queue that is not dispatching (PAUSED, DISABLED), a queue-level URL
 // override that replaces the URL of every HTTP task, or a queue-level App Engine routing
@@ -25,15 +25,16 @@ import (
 // whether a finding is a warning or fails the bundle.
 
 // QueuePreflight selects what the writer does with the queue preflight: the read of each queue
-// (v2 GetQueue), once per worker process, before its first create there.
+// (v2 GetQueue), once per worker process, as it first writes there.
 type QueuePreflight int
 
 const (
 	// PreflightWarn (the default) logs one WARN line and counts one queuePreflight* metric per
-	// finding, and creates the tasks anyway.
+	// finding, and creates the tasks anyway: the creates do not wait for the read, and the
+	// findings are reported when the bundle ends.
 	PreflightWarn QueuePreflight = iota
-	// PreflightFail fails the bundle on a finding, with an error naming the queue and the
-	// reason, for jobs that must not create tasks a misconfigured queue would hold back or
+	// PreflightFail reads the queue before its first create and fails the bundle on a
+	// finding, with an error naming the queue and the reason, for jobs that must not create tasks a misconfigured queue would hold back or
 	// redirect. The queue is read again on the next bundle, so a job whose runner retries
 	// bundles (Dataflow) goes on by itself once the queue is fixed.
 	PreflightFail
@@ -223,7 +224,8 @@ func (e *preflightFindingsError) Error() string {
 }
 
 // maxPendingReads bounds the queue reads one DoFn instance has under way under PreflightWarn:
-// past it, an element waits for its instance's oldest read. Measured in the multi-process
+// an element whose read would make one more waits for the instance's oldest read (its own read
+// has started meanwhile). An element to a queue the process has read does not wait. Measured in the multi-process
 // harness's 10,000-queue case (two workers of 16 instances, each queue new; four runs each):
 // waiting for every read, as before, 11,364-11,471 creates/s at 85-88 MiB RSS per worker;
 // with 1, 2, 4, 8 and 32 reads under way, 11,530-11,933, 12,437-13,708, 13,653-14,226,
@@ -244,8 +246,9 @@ type queuePreflighter struct {
 	// done holds what this bundle has already checked, so that each element costs a map
 	// lookup once its queue is known.
 	done map[doneKey]bool
-	// pending holds the reads this bundle started, or found under way, under PreflightWarn:
-	// finishBundle waits for them and reports what they found.
+	// pending holds the reads under way that this instance started, or found under way, under
+	// PreflightWarn, oldest first: finishBundle waits for them and reports what they found. A
+	// bundle that fails before its end leaves them to the instance's next bundle.
 	pending []pendingRead
 }
 
@@ -275,10 +278,8 @@ func (p *queuePreflighter) startBundle() {
 	} else {
 		clear(p.done)
 	}
-	// A bundle that failed before its end leaves its reads to whichever bundle next writes to
-	// their queues: a read's report is made once, by the first bundle that sees it done.
-	clear(p.pending)
-	p.pending = p.pending[:0]
+	// Reads a failed bundle left pending stay: this bundle's end reports them. (A read's report
+	// is made once, by whichever bundle of the process first sees it done.)
 }
 
 // check (nil-safe: a nil preflighter checks nothing) runs the preflight for the request about
@@ -304,15 +305,15 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 	}
 	key := preflightKey{client: p.client, queue: dk.queue, mode: p.mode, sets: dk.sets}
 	if p.mode == PreflightWarn {
-		if len(p.pending) >= maxPendingReads {
-			p.settle(ctx, 1)
-		}
 		result, ready := p.cacheOf().Start(key, p.readOf(key))
 		if ready {
 			res, err := result(ctx)
 			reportRead(ctx, key.queue, res, err)
 		} else {
 			p.pending = append(p.pending, pendingRead{queue: key.queue, result: result})
+			if len(p.pending) > maxPendingReads {
+				p.settle(ctx, 1)
+			}
 		}
 		p.done[dk] = true
 		return nil
@@ -331,10 +332,10 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 	return nil
 }
 
-// finishBundle (nil-safe) waits for the reads this bundle started under PreflightWarn and
+// finishBundle (nil-safe) waits for the instance's reads under way under PreflightWarn and
 // reports what they found, on the bundle's context. They ran beside the bundle's creates, so
-// by the time its creates are answered they have usually ended. It gives up on those still
-// under way when ctx ends; the next bundle that writes to their queues reports them.
+// by the time its creates are answered they have usually ended. When ctx ends first, the reads
+// it did not see end stay pending for the instance's next bundle.
 func (p *queuePreflighter) finishBundle(ctx context.Context) {
 	if p == nil {
 		return
@@ -342,17 +343,19 @@ func (p *queuePreflighter) finishBundle(ctx context.Context) {
 	p.settle(ctx, len(p.pending))
 }
 
-// settle waits for the first n pending reads, reports what they found and forgets them. It
-// gives up waiting when ctx ends.
+// settle waits for the oldest n pending reads, reports what they found and forgets them. When
+// ctx ends first, it keeps those it did not see end.
 func (p *queuePreflighter) settle(ctx context.Context, n int) {
+	settled := 0
 	for _, r := range p.pending[:n] {
 		res, err := r.result(ctx)
 		if ctx.Err() != nil {
 			break
 		}
 		reportRead(ctx, r.queue, res, err)
+		settled++
 	}
-	rest := copy(p.pending, p.pending[n:])
+	rest := copy(p.pending, p.pending[settled:])
 	clear(p.pending[rest:]) // drops the results with the reads they hold
 	p.pending = p.pending[:rest]
 }

@@ -61,7 +61,7 @@ func TestQueuePreflightInAPipelineWithDynamicQueues(t *testing.T) {
 	assert.Equal(t, int64(1), counters[cloudtasksio.MetricQueuePreflightPaused])
 	assert.Equal(t, int64(1), counters[cloudtasksio.MetricQueuePreflightURIOverride])
 	assert.Zero(t, counters[cloudtasksio.MetricQueuePreflightSkipped])
-	assert.Equal(t, int64(2), reads.Load(), "each queue read once, before its first create")
+	assert.Equal(t, int64(2), reads.Load(), "each queue read once per process")
 
 	// Under PreflightFail the same pipeline fails, naming the paused queue.
 	_, err = run(t, cloudtasksio.Config{QueueFn: pausedOrRedirected,
