@@ -157,20 +157,32 @@ func TestSixtyFourInstancesWaitForOneSlowRetentionRead(t *testing.T) {
 	}
 }
 
+// warnPreflighter returns the PreflightWarn preflighter of a DoFn instance, with a process
+// state of its own and its first bundle started, reading through a slowQueueReader that finds
+// every queue in state.
+func warnPreflighter(state cloudtaskspb.Queue_State) (*queuePreflighter, *slowQueueReader) {
+	r := &slowQueueReader{state: state}
+	p := scriptedPreflighter(PreflightWarn, r, &gcpconn.Cache[preflightKey, *preflightResult]{})
+	p.startBundle()
+	return p, r
+}
+
+// createIn is an HTTP create request to the queue called name.
+func createIn(name string) *cloudtaskspb.CreateTaskRequest {
+	req := httpCreate("https://example.com/")
+	req.Parent = "projects/p/locations/l/queues/" + name
+	return req
+}
+
 func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOneAfterAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
 		logs := captureLogs(t)
 		ctx, counters := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
-		p.startBundle()
 		const queues = 50
 		start := time.Now()
 		for i := range queues {
-			req := httpCreate("https://example.com/")
-			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
-			require.NoError(t, p.check(ctx, req))
+			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
 		}
 		// The reads run in rounds of maxPendingReads+1 (the one whose element waits for the
 		// oldest has started too): the elements waited for one read per round, and the
@@ -188,9 +200,7 @@ func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOn
 		// The next bundle knows the queues: no read, no wait, nothing said again.
 		p.startBundle()
 		for i := range queues {
-			req := httpCreate("https://example.com/")
-			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
-			require.NoError(t, p.check(ctx, req))
+			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
 		}
 		p.finishBundle(ctx)
 		assert.Equal(t, int64(queues), r.reads.Load())
@@ -200,15 +210,10 @@ func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOn
 
 func TestAnInstanceHasAtMostMaxPendingReadsUnderWay(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
 		ctx, counters := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
-		p.startBundle()
 		check := func(i int) {
-			req := httpCreate("https://example.com/")
-			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
-			require.NoError(t, p.check(ctx, req))
+			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
 		}
 		start := time.Now()
 		for i := range maxPendingReads {
@@ -237,12 +242,9 @@ func TestAnInstanceHasAtMostMaxPendingReadsUnderWay(t *testing.T) {
 
 func TestAReadABundleLeftUnderWayIsReportedByTheNextBundleOfItsQueue(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_DISABLED}
+		p, r := warnPreflighter(cloudtaskspb.Queue_DISABLED)
 		ctx, counters := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
 		// The bundle fails before its end: the runner calls no FinishBundle.
-		p.startBundle()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
 		time.Sleep(slowReadTime)
 		synctest.Wait()
@@ -262,11 +264,8 @@ func TestAReadABundleLeftUnderWayIsReportedByTheNextBundleOfItsQueue(t *testing.
 
 func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
 		ctx, counters := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
-		p.startBundle()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
 		bundleCtx, cancel := context.WithTimeout(ctx, slowReadTime/4)
 		defer cancel()
@@ -277,9 +276,7 @@ func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T
 
 		// The next bundle writes elsewhere; its end reports the read the last one gave up on.
 		p.startBundle()
-		other := httpCreate("https://example.com/")
-		other.Parent = "projects/p/locations/l/queues/other"
-		require.NoError(t, p.check(ctx, other))
+		require.NoError(t, p.check(ctx, createIn("other")))
 		p.finishBundle(ctx)
 		assert.Equal(t, int64(2), counters()[MetricQueuePreflightPaused], "both queues reported by the next bundle's end")
 		assert.Equal(t, int64(2), r.reads.Load())
@@ -288,11 +285,8 @@ func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T
 
 func TestAFailedBundlesReadsAreReportedByTheInstancesNextBundleWhereverItWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		p, _ := warnPreflighter(cloudtaskspb.Queue_PAUSED)
 		ctx, counters := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
-		p.startBundle()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
 		// The bundle fails: no FinishBundle. The next one writes to no queue at all.
 		p.startBundle()
@@ -304,19 +298,14 @@ func TestAFailedBundlesReadsAreReportedByTheInstancesNextBundleWhereverItWrites(
 
 func TestAnElementToAQueueTheProcessHasReadDoesNotWaitForOtherReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var cache gcpconn.Cache[preflightKey, *preflightResult]
-		r := &slowQueueReader{state: cloudtaskspb.Queue_RUNNING}
+		p, _ := warnPreflighter(cloudtaskspb.Queue_RUNNING)
 		ctx, _ := metricsContext()
-		p := scriptedPreflighter(PreflightWarn, r, &cache)
-		p.startBundle()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/"))) // the known queue
 		p.finishBundle(ctx)
 
 		p.startBundle()
 		for i := range maxPendingReads {
-			req := httpCreate("https://example.com/")
-			req.Parent = fmt.Sprintf("projects/p/locations/l/queues/q%d", i)
-			require.NoError(t, p.check(ctx, req))
+			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
 		}
 		start := time.Now()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
