@@ -34,9 +34,9 @@ const FailureTTL = 30 * time.Second
 // least recently used one is (checked as entries are added and as creations end: creations
 // under way are never dropped, so the cache exceeds MaxEntries by at most the creations under
 // way at once). A dropped value is created again by the next caller of its key; it is never
-// closed, so a value that holds a connection belongs in a cache without bounds,
-// keyed by something the pipeline fixes at construction (a client setting). The zero Cache
-// has no bounds and is ready to use.
+// closed, so a value that holds a connection belongs in a cache without bounds, keyed by
+// something the pipeline fixes at construction (a client setting). The zero Cache has no
+// bounds and is ready to use.
 type Cache[K comparable, V any] struct {
 	// IdleTTL drops an entry that no caller has asked for during this time; 0 keeps
 	// entries for the life of the process.
