@@ -8,8 +8,8 @@ package cloudtasksio
 //
 //	go test -run '^$' -bench BenchmarkScale -benchtime 1x ./cloudtasksio/
 //
-// runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, queues, memory, all, or a comma
-// separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
+// runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, goal250, queues, memory, all, or
+// a comma separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
 // CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s and rejected/s series of the cases as
 // perfchart CSV; CLOUDTASKSIO_SCALE_ONLY=<text> runs only the cases whose name holds it
 // (goal/K=8/M=16/N=20000/Q=1/latency=200ms, or K=8/M=16/N=20000). CLOUDTASKSIO_SCALE_PULL=<n>
@@ -192,6 +192,8 @@ func scaleSets() map[string][]scaleCase {
 		for _, l := range lats {
 			for _, k := range []int{1, 8} {
 				sets["goal"] = append(sets["goal"], scaleCase{Name: "goal", Procs: k, Instances: 16, Tasks: n, Queues: 1, Latency: l, Quota: 1000, Burst: 100})
+				// The same job under the quota issue 19 measured its start-up storm with.
+				sets["goal250"] = append(sets["goal250"], scaleCase{Name: "goal250", Procs: k, Instances: 16, Tasks: n, Queues: 1, Latency: l, Quota: 250, Burst: 25})
 			}
 		}
 	}
@@ -550,7 +552,7 @@ func BenchmarkScale(b *testing.B) {
 		}
 		set, ok := sets[name]
 		if !ok {
-			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, queues, memory or all, comma separated", scaleSetEnv, names, name)
+			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, goal250, queues, memory or all, comma separated", scaleSetEnv, names, name)
 		}
 		cases = append(cases, set...)
 	}
