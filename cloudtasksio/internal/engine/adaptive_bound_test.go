@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -78,4 +80,52 @@ func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 100, InFlight: 1}, a.Queue("throttled"))
 		a.release(p, outcomeSucceeded, 0, time.Now())
 	})
+}
+
+// An engine dropped while it holds requests back gives back, once the garbage collector has
+// found it unreachable, the paced slot it reserved and its watch of the queues. That happens
+// when another step of the engine's bundle fails: the runner calls neither Flush nor Fail on
+// the sink's DoFn and never uses that instance again. Without it the reserved slot would count
+// as in flight for the life of the process and the queues would never be forgotten. (Not
+// under synctest: cleanups run outside any bubble.)
+func TestAnEngineDroppedWhileItHoldsRequestsGivesBackItsSlotsOnceCollected(t *testing.T) {
+	a := &Adaptive{}
+	f := (&throttlingFake{}).init()
+	// 2/s: the queue's next slot lies far ahead, the requests wait without a permit;
+	// 300/s: the next slot lies within the horizon, the first held request keeps its permit.
+	rates := map[string]float64{"slow": 2, "fast": 300}
+	func() {
+		for q, rate := range rates {
+			o := adaptiveOptions(a)
+			o.StartRate = rate
+			e := New[string](f, o, nil)
+			for i := range 5 {
+				require.NoError(t, e.Submit(context.Background(), requestTo(q, fmt.Sprint(q, i))))
+			}
+			_, held := e.Stats()
+			require.Positive(t, held, "%s: the engine holds requests back", q)
+			if rate > 100 {
+				require.Len(t, e.adaptive.reserved, 1, "%s: the first held request keeps a permit", q)
+			}
+			// e is dropped here, as the runner drops the DoFn of a failed bundle.
+		}
+	}()
+	released := func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for q := range rates {
+			if st := a.queues[q]; st.inFlight != 0 || len(st.waiters) != 0 || st.idleEl == nil {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(30 * time.Second); !released(); runtime.Gosched() {
+		require.False(t, time.Now().After(deadline), "the dropped engines' slots and watches were never given back")
+		runtime.GC()
+	}
+	// Idle now, the queues are forgotten like any other.
+	a.IdleTTL = time.Nanosecond
+	touch(a, "other")
+	assert.Equal(t, 1, a.Len(), "only the queue just used is kept")
 }

@@ -37,7 +37,7 @@ type engineAdaptive[T any] struct {
 // send starts r now, or holds it when adaptive concurrency says its queue
 // must wait. Requests of a queue that already has held ones queue behind them.
 func (e *Engine[T]) send(r *Request[T]) {
-	ad := &e.adaptive
+	ad := e.adaptive
 	if ad.a == nil {
 		e.start(r, nil)
 		return
@@ -96,7 +96,7 @@ func (ad *engineAdaptive[T]) notePause(until time.Time) {
 // held request whose deadline has passed meanwhile goes back through
 // dispatch, so Observer.Expired decides about it as before any send.
 func (e *Engine[T]) startHeld(ctx context.Context) {
-	ad := &e.adaptive
+	ad := e.adaptive
 	if ad.n == 0 {
 		return
 	}
@@ -161,8 +161,9 @@ func uniqueStrings(s []string) []string {
 	return out
 }
 
-// dropHeld forgets every held request (the engine has failed), giving back
-// the permits of paced slots it held for them.
+// dropHeld forgets every held request (the engine has failed, or was
+// abandoned and collected), giving back the permits of paced slots it held
+// for them and the queues it watched.
 func (ad *engineAdaptive[T]) dropHeld() {
 	for queue := range ad.held {
 		ad.a.unwatch(queue, ad.wake)

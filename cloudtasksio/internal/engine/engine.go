@@ -42,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"time"
 )
 
@@ -114,7 +115,7 @@ type Engine[T any] struct {
 	seq      uint64
 	timer    *time.Timer
 	err      error
-	adaptive engineAdaptive[T]
+	adaptive *engineAdaptive[T] // its own allocation, which a cleanup reaches once the engine is gone
 
 	// attempts is the parent context of every attempt; cancel ends them all
 	// when the engine fails.
@@ -161,11 +162,21 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	failure, _ := obs.(FailureObserver[T])
 	latency, _ := obs.(LatencyObserver[T])
 	attempts, cancel := context.WithCancel(context.Background())
-	return &Engine[T]{
+	e := &Engine[T]{
 		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency,
 		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
-		adaptive: engineAdaptive[T]{a: o.Adaptive},
+		adaptive: &engineAdaptive[T]{a: o.Adaptive},
 	}
+	if o.Adaptive != nil {
+		// An engine can be dropped while it holds requests back: when another
+		// step of the bundle fails, the runner calls neither Flush nor Fail,
+		// and never uses the DoFn instance again. Its held requests' paced
+		// slots count as in flight and its wake channel keeps their queues
+		// watched, so without this the process-wide limits would never
+		// forget those queues and would keep the slots taken for good.
+		runtime.AddCleanup(e, (*engineAdaptive[T]).dropHeld, e.adaptive)
+	}
+	return e
 }
 
 // Submit hands r to the engine. It first handles the creates that completed
