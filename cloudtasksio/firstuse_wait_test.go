@@ -283,6 +283,55 @@ func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T
 	})
 }
 
+// Under PreflightFail a bundle whose context ends while the queue read is under way fails: it
+// does not go on to create tasks in a queue the read has not seen (here a paused one), and the
+// queue is checked again by the next element or bundle.
+func TestUnderPreflightFailABundleWhoseContextEndsDuringTheReadCreatesNothingUnchecked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &slowQueueReader{state: cloudtaskspb.Queue_PAUSED}
+		p := scriptedPreflighter(PreflightFail, r, &gcpconn.Cache[preflightKey, *preflightResult]{})
+		p.startBundle()
+		base, _ := metricsContext()
+		ctx, cancel := context.WithTimeout(base, slowReadTime/2)
+		defer cancel()
+		start := time.Now()
+		err := p.check(ctx, createIn("q"))
+		assert.Equal(t, slowReadTime/2, time.Since(start), "the wait ends with the context")
+		require.Error(t, err)
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Contains(t, err.Error(), "projects/p/locations/l/queues/q")
+		assert.Contains(t, err.Error(), "sink.queue-preflight=fail")
+
+		// The read went on for the others; the same bundle's next element waits for it and
+		// meets the paused queue instead of passing unchecked.
+		err = p.check(base, createIn("q"))
+		var fe *preflightFindingsError
+		require.ErrorAs(t, err, &fe)
+		assert.Equal(t, int64(1), r.reads.Load(), "one read, shared")
+	})
+}
+
+// Under PreflightWarn an instance keeps at most maxPendingReads reads even when its context
+// has ended, whatever number of new queues its elements name: the oldest read's report is left
+// to the next bundle that sees it.
+func TestUnderPreflightWarnAnEndedContextKeepsThePendingReadsBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
+		base, _ := metricsContext()
+		ctx, cancel := context.WithCancel(base)
+		cancel()
+		for i := range 5 * maxPendingReads {
+			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
+			assert.LessOrEqual(t, len(p.pending), maxPendingReads, "after element %d", i)
+		}
+		assert.Len(t, p.pending, maxPendingReads)
+		synctest.Wait()
+		assert.Equal(t, int64(5*maxPendingReads), r.reads.Load(), "every queue's read started")
+		time.Sleep(slowReadTime)
+		synctest.Wait() // the reads end before the bubble does
+	})
+}
+
 func TestAFailedBundlesReadsAreReportedByTheInstancesNextBundleWhereverItWrites(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, _ := warnPreflighter(cloudtaskspb.Queue_PAUSED)

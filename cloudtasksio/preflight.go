@@ -286,9 +286,10 @@ func (p *queuePreflighter) startBundle() {
 // to be created, if this process has not run it for the queue yet or the result has expired.
 //
 // Under PreflightFail it waits for the read (one per process and queue, shared with every
-// instance that waits for it; it gives up without the check when ctx ends) and returns an
-// error when the queue is found misconfigured: the caller fails the bundle with it, whatever
-// the failure policy, before any task goes to that queue. Under PreflightWarn the tasks are
+// instance that waits for it) and returns an error when the queue is found misconfigured: the
+// caller fails the bundle with it, whatever the failure policy, before any task goes to that
+// queue. When ctx ends before the read does, it returns that error too, and the queue stays
+// unchecked for the bundle: no task goes to a queue the preflight has not seen. Under PreflightWarn the tasks are
 // created whatever the read finds, so it does not wait: it starts the read, or finds it under
 // way, and finishBundle reports what it found. A QueueFn over many queues would otherwise wait
 // one queue read per new queue before that queue's first create, one after another.
@@ -314,11 +315,20 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 			if len(p.pending) > maxPendingReads {
 				p.settle(ctx, 1)
 			}
+			if len(p.pending) > maxPendingReads {
+				// ctx ended before the oldest read did: its report is left to
+				// whichever bundle sees the read next, so that the instance keeps
+				// no more than maxPendingReads however many queues follow.
+				p.drop(1)
+			}
 		}
 		p.done[dk] = true
 		return nil
 	}
 	res, err := p.cacheOf().Get(ctx, key, p.readOf(key))
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return fmt.Errorf("queue preflight: the read of queue %s did not end before the bundle's context did; under PreflightFail (option key sink.queue-preflight=fail) no task goes to a queue not yet checked: %w", key.queue, err)
+	}
 	var fe *preflightFindingsError
 	if errors.As(err, &fe) {
 		// Counted per failed bundle: each one is a bundle the queue held back.
@@ -355,7 +365,12 @@ func (p *queuePreflighter) settle(ctx context.Context, n int) {
 		reportRead(ctx, r.queue, res, err)
 		settled++
 	}
-	rest := copy(p.pending, p.pending[settled:])
+	p.drop(settled)
+}
+
+// drop forgets the oldest n pending reads.
+func (p *queuePreflighter) drop(n int) {
+	rest := copy(p.pending, p.pending[n:])
 	clear(p.pending[rest:]) // drops the results with the reads they hold
 	p.pending = p.pending[:rest]
 }
