@@ -96,11 +96,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
 		f.attachElement(ctx, &fe, ef)
 		if ef.task != nil {
-			payload, err := proto.Marshal(ef.task)
-			if err != nil {
-				return fmt.Errorf("encoding a dead letter's task for queue %s: %w", queue, err)
-			}
-			fe.Payload = payload
+			fe.Payload, fe.Error = deadLetterPayload(ef.task, fe.Error)
 		}
 		f.emit(et, fe)
 	default:
@@ -150,4 +146,21 @@ func FailedTask(fe deadletter.FailedElement) (*cloudtaskspb.Task, error) {
 		return nil, withPrefix(errors.New("the dead letter's payload is not a Cloud Tasks task"))
 	}
 	return task, nil
+}
+
+// deadLetterPayload is task encoded for a dead letter's Payload, and errText with a note when
+// the task had to be changed or left out. A task Cloud Tasks could not take for invalid UTF-8
+// in a string field cannot be encoded as it is either: its invalid sequences become U+FFFD in
+// the payload, and errText says so. The dead letter is never lost for its payload.
+func deadLetterPayload(task *cloudtaskspb.Task, errText string) ([]byte, string) {
+	payload, err := proto.Marshal(task)
+	if err == nil {
+		return payload, errText
+	}
+	fixed := proto.Clone(task).(*cloudtaskspb.Task)
+	replaceInvalidUTF8(fixed.ProtoReflect())
+	if payload, err = proto.Marshal(fixed); err == nil {
+		return payload, errText + " [the payload's task has its invalid UTF-8 replaced by U+FFFD]"
+	}
+	return nil, errText + " [the task could not be encoded, so the dead letter has no payload]"
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 var errorType = reflect.TypeOf((*error)(nil)).Elem()
@@ -87,11 +89,30 @@ func registrationHint(full string) string {
 	return "register.Function1x2(" + ident + ")"
 }
 
-// call1x2 calls a decoded user function and splits its results.
-func call1x2(f reflectx.Func1x2, elem any) (any, error) {
+// call1x2 calls a decoded user function and splits its results. A panic in the function comes
+// back as an error, and so does an error interface holding a nil pointer (whose Error method
+// would panic when the error is printed): the caller decides whether that is the element's
+// failure or the bundle's, as for any error the function returns.
+func call1x2(f reflectx.Func1x2, elem any) (out any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText))
+		}
+	}()
 	out, errOut := f.Call1x2(elem)
-	if errOut != nil {
-		return out, errOut.(error)
+	if errOut == nil {
+		return out, nil
 	}
-	return out, nil
+	err = errOut.(error)
+	if v := reflect.ValueOf(err); v.Kind() == reflect.Pointer && v.IsNil() {
+		return out, fmt.Errorf("returned a nil %T as its error", err)
+	}
+	return out, err
 }
+
+// boundedError is err with its text cut to maxErrorText, for a user function's error that fails
+// the bundle: errors.Is and errors.As still see err.
+type boundedError struct{ err error }
+
+func (e boundedError) Error() string { return boundedtext.Cut(e.err.Error(), maxErrorText) }
+func (e boundedError) Unwrap() error { return e.err }

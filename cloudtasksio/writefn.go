@@ -134,7 +134,7 @@ func (f *writeFn) resolveQueue(elem any) (Queue, error) {
 	}
 	out, err := call1x2(f.queueFn, elem)
 	if err != nil {
-		return Queue{}, fmt.Errorf("Config.QueueFn failed: %w", err)
+		return Queue{}, fmt.Errorf("Config.QueueFn failed: %w", boundedError{err})
 	}
 	q := out.(Queue)
 	if err := q.validate(); err != nil {
