@@ -127,6 +127,33 @@ func TestADeadLetterTooLargeEvenWithoutPayloadLeavesOutItsElement(t *testing.T) 
 	assert.ErrorIs(t, err, deadletter.ErrNoElement)
 }
 
+// A dead letter a few bytes over the limit with a payload smaller than the note that says it
+// was left out: the note and the omitted attribute count too, so the element goes as well,
+// and the message fits. Before, the message was measured without them and went out over the
+// limit, and the client refused it on every replay of the bundle.
+func TestADeadLetterJustOverTheLimitWithASmallPayloadIsMeasuredWithItsNote(t *testing.T) {
+	const limit = 4096
+	fe := replayable(10, 0)
+	for n := limit - 400; ; n++ {
+		fe = replayable(10, n)
+		m, _ := newMessage(fe, mtime.MinTimestamp, "w", "b", 1<<30)
+		if size := messageSize(m); size > limit {
+			require.LessOrEqual(t, size, limit+5, "the whole message is just over the limit")
+			break
+		}
+	}
+	m, reduced := newMessage(fe, mtime.MinTimestamp, "w", "b", limit)
+	require.True(t, reduced)
+	assert.LessOrEqual(t, messageSize(m), limit)
+	assert.Equal(t, "payload,element", m.Attributes[AttrOmitted], "leaving out 10 bytes of payload for a longer note is not enough")
+
+	fe = replayable(1500, limit-1000)
+	m, reduced = newMessage(fe, mtime.MinTimestamp, "w", "b", limit)
+	require.True(t, reduced)
+	assert.LessOrEqual(t, messageSize(m), limit)
+	assert.Equal(t, OmittedPayload, m.Attributes[AttrOmitted], "a payload larger than the note is enough")
+}
+
 func TestALegacyDeadLetterTooLargeIsPublishedWithoutPayload(t *testing.T) {
 	fe := deadletter.FailedElement{Connector: "kafka", Code: "INVALID_ARGUMENT", Payload: make([]byte, 10_000)}
 	m, reduced := newMessage(fe, mtime.MinTimestamp, "w", "b", 2000)

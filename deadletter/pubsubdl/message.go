@@ -158,19 +158,24 @@ func newMessage(fe deadletter.FailedElement, et mtime.Time, worker, bundle strin
 	if messageSize(msg) <= maxBytes {
 		return msg, false
 	}
-	omitted := []string{OmittedPayload}
-	msg.Data = data(nil, fe.Element)
+	// Leave out the payload, and the element too if that is not enough. The note and the
+	// omitted attribute count towards the size as well, so each try is measured with them.
+	reduce := func(omitElement bool) {
+		omitted := []string{OmittedPayload}
+		note := fmt.Sprintf("[reduced to fit Pub/Sub's limits: left out the %s (%d bytes)", OmittedPayload, len(fe.Payload))
+		msg.Data = data(nil, fe.Element)
+		if omitElement {
+			omitted = append(omitted, OmittedElement)
+			note += fmt.Sprintf(" and the %s (%d bytes)", OmittedElement, len(fe.Element))
+			msg.Data = data(nil, nil)
+		}
+		attrs[AttrError] = attrValue(note + "] " + strings.ToValidUTF8(fe.Error, "\uFFFD"))
+		attrs[AttrOmitted] = strings.Join(omitted, ",")
+	}
+	reduce(false)
 	if messageSize(msg) > maxBytes {
-		omitted = append(omitted, OmittedElement)
-		msg.Data = data(nil, nil)
+		reduce(true)
 	}
-	note := fmt.Sprintf("[reduced to fit Pub/Sub's limits: left out the %s (%d bytes)", OmittedPayload, len(fe.Payload))
-	if len(omitted) == 2 {
-		note += fmt.Sprintf(" and the %s (%d bytes)", OmittedElement, len(fe.Element))
-	}
-	note += "] "
-	attrs[AttrError] = attrValue(note + strings.ToValidUTF8(fe.Error, "\uFFFD"))
-	attrs[AttrOmitted] = strings.Join(omitted, ",")
 	return msg, true
 }
 
