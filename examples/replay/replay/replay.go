@@ -12,12 +12,15 @@
 // Beam Go has no Pub/Sub source outside Dataflow, so the replay reads with a bounded DoFn:
 // from one impulse it pulls the subscription with the Pub/Sub client (synchronous Pull, up
 // to 1,000 messages a call, each batch's ack deadline extended to 10 minutes) until
-// Options.MaxMessages dead letters were read or EmptyPulls pulls in a row returned nothing
-// (the subscription is drained). One worker reads; the elements are then spread over the
+// Options.MaxMessages dead letters were read, EmptyPulls pulls in a row returned nothing
+// (the subscription is drained), or it has pulled for a third of those 10 minutes (the next
+// run reads the rest). One worker reads; the elements are then spread over the
 // workers by a Reshuffle. Messages are acknowledged only after the whole Write has finished
 // (a side input of its output makes the acknowledging step wait for it): a replay that fails
 // acknowledges nothing, and the next run reads the same dead letters again, which the named
-// tasks make harmless. Dead letters that cannot be replayed (no element, another element
+// tasks make harmless. An ack sent after the message's ack deadline (a Write that took longer
+// than the rest of the 10 minutes) may come too late: it is counted apart (MetricAckLate), and
+// Pub/Sub may offer the message to the next run. Dead letters that cannot be replayed (no element, another element
 // type, an unreadable message) are counted and left on the subscription.
 package replay
 
@@ -49,12 +52,13 @@ import (
 
 func init() {
 	beam.RegisterType(reflect.TypeFor[pulled]())
+	beam.RegisterType(reflect.TypeFor[pendingAck]())
 	register.DoFn3x1[context.Context, []byte, func(beam.EventTime, pulled), error](&pullFn{})
 	register.Emitter2[beam.EventTime, pulled]()
-	register.DoFn5x0[context.Context, beam.EventTime, pulled, func(beam.EventTime, beam.X), func(string)](&fixFn{})
+	register.DoFn5x0[context.Context, beam.EventTime, pulled, func(beam.EventTime, beam.X), func(pendingAck)](&fixFn{})
 	register.Emitter2[beam.EventTime, beam.X]()
-	register.Emitter1[string]()
-	register.DoFn3x1[context.Context, string, func(*deadletter.FailedElement) bool, error](&ackFn{})
+	register.Emitter1[pendingAck]()
+	register.DoFn3x1[context.Context, pendingAck, func(*deadletter.FailedElement) bool, error](&ackFn{})
 	register.Iter1[deadletter.FailedElement]()
 }
 
@@ -74,8 +78,14 @@ const (
 	// element of another type, or a message FromMessage cannot read. They stay on the
 	// subscription.
 	MetricNotReplayable = "deadLettersNotReplayable"
-	// MetricAcknowledged counts the messages acknowledged after the Write finished.
+	// MetricAcknowledged counts the messages acknowledged after the Write finished, within
+	// their ack deadline.
 	MetricAcknowledged = "deadLettersAcknowledged"
+	// MetricAckLate counts the messages acknowledged after their ack deadline had passed
+	// (the replay took longer than ackExtension from the pull): Pub/Sub may offer them again,
+	// and the next replay reads them again (their tasks are named, so nothing is created
+	// twice while the queue remembers the names).
+	MetricAckLate = "deadLettersAcknowledgedLate"
 )
 
 // DefaultEmptyPulls is Options.EmptyPulls when it is zero.
@@ -115,6 +125,16 @@ type Options struct {
 type pulled struct {
 	AckID      string
 	DeadLetter deadletter.FailedElement
+	// AckBy is when the message's ack deadline passes (Unix nanoseconds): an ack after it
+	// may come too late, Pub/Sub having offered the message again.
+	AckBy int64
+}
+
+// pendingAck is the ack id of a dead letter replayed or left out, and when its ack deadline
+// passes (Unix nanoseconds).
+type pendingAck struct {
+	AckID string
+	AckBy int64
 }
 
 var failedElementType = reflect.TypeFor[deadletter.FailedElement]()
@@ -208,12 +228,27 @@ func newPubSub(ctx context.Context, subscription, endpoint string) (*pubsub.Clie
 // ackExtension is the ack deadline the reader sets on what it pulls: the longest Pub/Sub allows.
 const ackExtension = 600
 
+// pullWindow bounds how long one run pulls: a third of the ack deadline, so that the Write has
+// the rest of it, and no message the run pulled is offered to it again while it still pulls
+// (its redelivery would come with a new ack id the run would not use). What is left goes to
+// the next run.
+const pullWindow = ackExtension * time.Second / 3
+
 // pullFn reads the dead letters of the subscription from one impulse.
 type pullFn struct {
 	Subscription string
 	Endpoint     string
 	MaxMessages  int
 	EmptyPulls   int
+
+	now func() time.Time // nil: time.Now
+}
+
+func (f *pullFn) clock() time.Time {
+	if f.now != nil {
+		return f.now()
+	}
+	return time.Now()
 }
 
 func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.EventTime, pulled)) error {
@@ -225,7 +260,12 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 	}
 	defer c.Close()
 	seen := map[string]bool{}
+	var started time.Time
 	for n, empty := 0, 0; (f.MaxMessages == 0 || n < f.MaxMessages) && empty < f.EmptyPulls; {
+		if !started.IsZero() && f.clock().Sub(started) >= pullWindow {
+			log.Infof(ctx, "replay: read %d dead letters from %s in %v, as many as one run pulls; the next run reads the rest", n, f.Subscription, pullWindow)
+			break
+		}
 		want := 1000
 		if f.MaxMessages > 0 {
 			want = min(want, f.MaxMessages-n)
@@ -244,10 +284,15 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 		for i, rm := range got {
 			ids[i] = rm.GetAckId()
 		}
+		extended := f.clock()
+		if started.IsZero() {
+			started = extended
+		}
 		if err := c.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
 			Subscription: f.Subscription, AckIds: ids, AckDeadlineSeconds: ackExtension}); err != nil {
 			return fmt.Errorf("replay: extending the ack deadline on %s: %w", f.Subscription, err)
 		}
+		ackBy := extended.Add(ackExtension * time.Second).UnixNano()
 		for _, rm := range got {
 			m := rm.GetMessage()
 			if seen[m.GetMessageId()] {
@@ -266,7 +311,7 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 			if !et.IsZero() {
 				t = mtime.FromTime(et)
 			}
-			emit(t, pulled{AckID: rm.GetAckId(), DeadLetter: fe})
+			emit(t, pulled{AckID: rm.GetAckId(), DeadLetter: fe, AckBy: ackBy})
 		}
 	}
 	return nil
@@ -289,7 +334,7 @@ func (f *fixFn) Setup() {
 	f.notReplayable = beam.NewCounter(MetricsNamespace, MetricNotReplayable)
 }
 
-func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(string)) {
+func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(pendingAck)) {
 	elem, err := deadletter.DecodeElementAs(p.DeadLetter, f.Elem.T)
 	if err != nil {
 		f.notReplayable.Inc(ctx, 1)
@@ -303,7 +348,7 @@ func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled,
 	} else {
 		f.leftOut.Inc(ctx, 1)
 	}
-	ack(p.AckID)
+	ack(pendingAck{AckID: p.AckID, AckBy: p.AckBy})
 }
 
 // ackFn acknowledges the replayed messages. Its side input, the Write's dead letters, is
@@ -312,22 +357,23 @@ type ackFn struct {
 	Subscription string
 	Endpoint     string
 
-	ids []string
+	acks []pendingAck
+	now  func() time.Time // nil: time.Now
 }
 
 // StartBundle and FinishBundle take the side input because Beam requires every method of a
 // DoFn with side inputs to list them.
 func (f *ackFn) StartBundle(_ context.Context, _ func(*deadletter.FailedElement) bool) {
-	f.ids = f.ids[:0]
+	f.acks = f.acks[:0]
 }
 
-func (f *ackFn) ProcessElement(ctx context.Context, id string, _ func(*deadletter.FailedElement) bool) error {
-	f.ids = append(f.ids, id)
+func (f *ackFn) ProcessElement(ctx context.Context, a pendingAck, _ func(*deadletter.FailedElement) bool) error {
+	f.acks = append(f.acks, a)
 	return nil
 }
 
 func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedElement) bool) error {
-	if len(f.ids) == 0 {
+	if len(f.acks) == 0 {
 		return nil
 	}
 	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
@@ -335,15 +381,33 @@ func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedEleme
 		return err
 	}
 	defer c.Close()
-	for ids := f.ids; len(ids) > 0; {
-		batch := ids[:min(len(ids), 1000)]
-		ids = ids[len(batch):]
-		if err := c.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: batch}); err != nil {
+	for acks := f.acks; len(acks) > 0; {
+		batch := acks[:min(len(acks), 1000)]
+		acks = acks[len(batch):]
+		ids := make([]string, len(batch))
+		for i, a := range batch {
+			ids[i] = a.AckID
+		}
+		now := time.Now()
+		if f.now != nil {
+			now = f.now()
+		}
+		if err := c.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: ids}); err != nil {
 			return fmt.Errorf("replay: acknowledging on %s: %w", f.Subscription, err)
 		}
-		beam.NewCounter(MetricsNamespace, MetricAcknowledged).Inc(ctx, int64(len(batch)))
+		late := 0
+		for _, a := range batch {
+			if a.AckBy != 0 && now.UnixNano() >= a.AckBy {
+				late++
+			}
+		}
+		beam.NewCounter(MetricsNamespace, MetricAcknowledged).Inc(ctx, int64(len(batch)-late))
+		if late > 0 {
+			beam.NewCounter(MetricsNamespace, MetricAckLate).Inc(ctx, int64(late))
+			log.Warnf(ctx, "replay: acknowledged %d dead letters on %s after their ack deadline (%ds after they were pulled): Pub/Sub may offer them again, and the next replay reads them again; their tasks are named, so it creates nothing twice while the queue remembers the names", late, f.Subscription, ackExtension)
+		}
 	}
-	f.ids = f.ids[:0]
+	f.acks = f.acks[:0]
 	return nil
 }
 
@@ -390,6 +454,9 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 	fmt.Fprintf(w, "replay of %s in %v: %d dead letter(s) read, %d replayed, %d left out by the fix, %d not replayable; %d acknowledged.\n",
 		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
 		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])
+	if late := res.Replay[MetricAckLate]; late > 0 {
+		fmt.Fprintf(w, "%d dead letter(s) were acknowledged after their ack deadline: Pub/Sub may offer them again, and the next replay reads them again.\n", late)
+	}
 	fmt.Fprintf(w, "Cloud Tasks accepted %d task(s), %d of them already there (named); the queue gained %d task(s).\n",
 		res.Sink[cloudtasksio.MetricRecordsSend], res.Sink[cloudtasksio.MetricTasksDeduplicated], res.Created)
 	return res, nil

@@ -1,0 +1,96 @@
+package replay
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
+	"cloud.google.com/go/pubsub/v2/pstest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
+)
+
+const (
+	testTopic = "projects/p/topics/dead-letters"
+	testSub   = "projects/p/subscriptions/replay"
+)
+
+// newSubscription starts a pstest server with testTopic and testSub, and publishes n dead
+// letters to it.
+func newSubscription(t *testing.T, n int) *pstest.Server {
+	t.Helper()
+	srv := pstest.NewServer()
+	t.Cleanup(func() { srv.Close() })
+	_, err := srv.GServer.CreateTopic(t.Context(), &pubsubpb.Topic{Name: testTopic})
+	require.NoError(t, err)
+	_, err = srv.GServer.CreateSubscription(t.Context(), &pubsubpb.Subscription{Name: testSub, Topic: testTopic, AckDeadlineSeconds: 10})
+	require.NoError(t, err)
+	for range n {
+		srv.Publish(testTopic, nil, map[string]string{pubsubdl.AttrConnector: "cloudtasks", pubsubdl.AttrCode: "INVALID_ARGUMENT"})
+	}
+	return srv
+}
+
+func metricsContext() (context.Context, func() map[string]int64) {
+	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), "bundle"), "transform")
+	return ctx, func() map[string]int64 {
+		out := map[string]int64{}
+		_ = metrics.Extractor{SumInt64: func(l metrics.Labels, v int64) { out[l.Name()] += v }}.ExtractFrom(metrics.GetStore(ctx))
+		return out
+	}
+}
+
+// The reader stops pulling a third of the way into the ack deadline it set, whatever is left:
+// the Write needs the rest of it, and a message offered again while the run still pulled
+// would come with a new ack id the run does not use.
+func TestTheReaderStopsPullingAThirdOfTheWayIntoTheAckDeadline(t *testing.T) {
+	srv := newSubscription(t, 3)
+	start := time.Unix(1_000_000, 0)
+	calls := 0
+	f := &pullFn{Subscription: testSub, Endpoint: srv.Addr, EmptyPulls: 1_000, now: func() time.Time {
+		calls++
+		if calls > 10 {
+			t.Error("the reader pulls on past its window")
+			return start.Add(time.Hour)
+		}
+		return start.Add(time.Duration(calls-1) * (pullWindow / 2))
+	}}
+	ctx, counters := metricsContext()
+	var got []pulled
+	require.NoError(t, f.ProcessElement(ctx, nil, func(_ beam.EventTime, p pulled) { got = append(got, p) }))
+	require.Len(t, got, 3, "what the first pull returned is read")
+	for _, p := range got {
+		assert.Equal(t, start.Add(ackExtension*time.Second).UnixNano(), p.AckBy, "the ack deadline is the extension's, from the pull")
+		assert.NotEmpty(t, p.AckID)
+	}
+	assert.Equal(t, int64(3), counters()[MetricRead])
+	assert.LessOrEqual(t, calls, 4, "the empty pulls that would follow are not made")
+}
+
+// An ack sent after its message's ack deadline may come too late: it is sent, but counted
+// apart, so a run that took too long says so.
+func TestAnAckAfterItsDeadlineIsCountedLate(t *testing.T) {
+	srv := newSubscription(t, 2)
+	resp, err := srv.GServer.Pull(t.Context(), &pubsubpb.PullRequest{Subscription: testSub, MaxMessages: 10})
+	require.NoError(t, err)
+	require.Len(t, resp.GetReceivedMessages(), 2)
+	now := time.Unix(2_000_000, 0)
+	f := &ackFn{Subscription: testSub, Endpoint: srv.Addr, now: func() time.Time { return now }}
+	ctx, counters := metricsContext()
+	none := func(*deadletter.FailedElement) bool { return false }
+	f.StartBundle(ctx, none)
+	require.NoError(t, f.ProcessElement(ctx, pendingAck{AckID: resp.GetReceivedMessages()[0].GetAckId(), AckBy: now.Add(time.Minute).UnixNano()}, none))
+	require.NoError(t, f.ProcessElement(ctx, pendingAck{AckID: resp.GetReceivedMessages()[1].GetAckId(), AckBy: now.Add(-time.Second).UnixNano()}, none))
+	require.NoError(t, f.FinishBundle(ctx, none))
+	assert.Equal(t, int64(1), counters()[MetricAcknowledged])
+	assert.Equal(t, int64(1), counters()[MetricAckLate])
+	for _, m := range srv.Messages() {
+		assert.Positive(t, m.Acks, "both acks were sent")
+	}
+}
