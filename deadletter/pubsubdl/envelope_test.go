@@ -133,7 +133,7 @@ func TestADeadLetterTooLargeEvenWithoutPayloadLeavesOutItsElement(t *testing.T) 
 // limit, and the client refused it on every replay of the bundle.
 func TestADeadLetterJustOverTheLimitWithASmallPayloadIsMeasuredWithItsNote(t *testing.T) {
 	const limit = 4096
-	fe := replayable(10, 0)
+	var fe deadletter.FailedElement
 	for n := limit - 400; ; n++ {
 		fe = replayable(10, n)
 		m, _ := newMessage(fe, mtime.MinTimestamp, "w", "b", 1<<30)
