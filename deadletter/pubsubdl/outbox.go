@@ -44,14 +44,21 @@ type outbox struct {
 	limit   int           // MaxInFlightMessages after defaults: -1 unbounded, n >= 1 wait at n
 	timeout time.Duration // one deadline per wait
 	pending []publishResult
+	bytes   int // the size of the messages published since the last wait that emptied pending
 }
+
+// maxOutstandingBytes bounds, beside MaxInFlightMessages, the size of the messages one DoFn
+// instance leaves outstanding (unless MaxInFlightMessages is -1): a thousand dead letters near
+// Pub/Sub's 10 MB limit would otherwise hold about 10 GB while a topic fails.
+const maxOutstandingBytes = 64 << 20
 
 // publish hands msg to the publisher and, when the in-flight bound is reached, waits for
 // everything outstanding.
 func (o *outbox) publish(ctx context.Context, msg *pubsub.Message) error {
 	o.pending = append(o.pending, o.pub.Publish(ctx, msg))
+	o.bytes += messageSize(msg)
 	messagesOutstanding.Set(ctx, int64(len(o.pending)))
-	if o.limit > 0 && len(o.pending) >= o.limit {
+	if o.limit > 0 && (len(o.pending) >= o.limit || o.bytes >= maxOutstandingBytes) {
 		return o.wait(ctx)
 	}
 	return nil
@@ -63,6 +70,7 @@ func (o *outbox) publish(ctx context.Context, msg *pubsub.Message) error {
 // replays the bundle's input. On success nothing is outstanding afterwards.
 func (o *outbox) wait(ctx context.Context) error {
 	if len(o.pending) == 0 {
+		o.bytes = 0
 		return nil
 	}
 	start := time.Now()
@@ -96,6 +104,7 @@ func (o *outbox) wait(ctx context.Context) error {
 		return fmt.Errorf("pubsubdl: publishing to topic %q failed: %w", o.topic, err)
 	}
 	o.pending = o.pending[:0]
+	o.bytes = 0
 	messagesOutstanding.Set(ctx, 0)
 	return nil
 }

@@ -104,6 +104,29 @@ func TestOutboxBoundsOutstandingPublishes(t *testing.T) {
 	}
 }
 
+// Large dead letters are waited for once they add up to maxOutstandingBytes, however far the
+// message count is from MaxInFlightMessages.
+func TestOutboxBoundsTheBytesOutstanding(t *testing.T) {
+	fp := &fakePublisher{instant: true}
+	box := &outbox{pub: fp, topic: goodTopic, limit: 1000, timeout: time.Minute}
+	big := &pubsub.Message{Data: make([]byte, 9<<20)}
+	for range 20 {
+		require.NoError(t, box.publish(t.Context(), big))
+		assert.Less(t, box.bytes, maxOutstandingBytes)
+	}
+	require.NoError(t, box.wait(t.Context()))
+	assert.Equal(t, 8, fp.maxOutstanding, "eight messages of 9 MiB reach 64 MiB")
+	assert.Zero(t, box.bytes)
+
+	// -1 still means no bound before the bundle's end.
+	fp = &fakePublisher{instant: true}
+	box = &outbox{pub: fp, topic: goodTopic, limit: -1, timeout: time.Minute}
+	for range 10 {
+		require.NoError(t, box.publish(t.Context(), big))
+	}
+	assert.Equal(t, 10, fp.maxOutstanding)
+}
+
 func TestOutboxUnboundedWaitsOnlyAtFinish(t *testing.T) {
 	fp := &fakePublisher{instant: true}
 	box := &outbox{pub: fp, topic: goodTopic, limit: -1, timeout: time.Minute}
