@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // taskBuilder turns elements into tasks. It is built from the serializable sink spec, once at
@@ -98,8 +99,16 @@ func (e *elementBuilders) forElement(elem any) (*taskBuilder, error) {
 }
 
 // build returns the task for elem without a name, or nil when the element is skipped. An
-// *elementFailure goes to the failure policy; any other error fails the bundle.
-func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata, error) {
+// *elementFailure goes to the failure policy; any other error fails the bundle. A panic while
+// the task is built (a body field's MarshalJSON or MarshalText, a nil interface the format
+// cannot encode) is the element's failure too.
+func (b *taskBuilder) build(elem any) (task *cloudtaskspb.Task, md *bodyformat.Metadata, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			task, md = nil, nil
+			err = &elementFailure{code: CodeSerialization, err: fmt.Errorf("building the task panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText))}
+		}
+	}()
 	if b.serialize != nil {
 		out, err := call1x2(b.serialize, elem)
 		if err != nil {
@@ -114,15 +123,15 @@ func (b *taskBuilder) build(elem any) (*cloudtaskspb.Task, *bodyformat.Metadata,
 		}
 		return task, nil, b.check(task)
 	}
-	md, err := b.schema.Metadata(elem)
+	meta, err := b.schema.Metadata(elem)
 	if err != nil {
 		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
-	task, err := b.request(elem, &md)
+	task, err = b.request(elem, &meta)
 	if err != nil {
 		return nil, nil, &elementFailure{code: CodeSerialization, err: err}
 	}
-	return task, &md, b.check(task)
+	return task, &meta, b.check(task)
 }
 
 // maxTaskBytes is the largest task, in wire bytes with its name, the sink sends: 1 MiB, the

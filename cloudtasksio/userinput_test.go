@@ -192,3 +192,38 @@ func TestAQueueFnErrorThatFailsTheBundleIsBounded(t *testing.T) {
 	assert.Less(t, len(err.Error()), 2*maxErrorText)
 	assert.Contains(t, err.Error(), "Config.QueueFn failed: no queue for ppp")
 }
+
+// fragile marshals itself, and panics for the value "boom".
+type fragile string
+
+func (f fragile) MarshalJSON() ([]byte, error) {
+	if f == "boom" {
+		var m map[string]int
+		m["x"] = 1 // a bug that shows only for some values
+	}
+	return []byte(`"` + string(f) + `"`), nil
+}
+
+type fragileOrder struct {
+	ID   string  `json:"id"`
+	Note fragile `json:"note"`
+}
+
+func TestABodyFieldWhoseMarshalerPanicsFailsOnlyItsElement(t *testing.T) {
+	srv := newBundleServer(t)
+	q, err := ParseQueue(bundleQueue)
+	require.NoError(t, err)
+	cfg := Config{Queue: q, HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
+		OnFailure: DeadLetter, EmulatorEndpoint: srv.Addr}
+	spec, err := compile(cfg, typeOf(fragileOrder{}))
+	require.NoError(t, err)
+	f := &writeFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	dls, err := runBundle(t, f, fragileOrder{ID: "1", Note: "fine"}, fragileOrder{ID: "2", Note: "boom"}, fragileOrder{ID: "3"})
+	require.NoError(t, err)
+	assert.Len(t, srv.Tasks(bundleQueue), 2)
+	require.Len(t, dls, 1)
+	assert.Equal(t, CodeSerialization, dls[0].Code)
+	assert.Contains(t, dls[0].Error, "building the task panicked: assignment to entry in nil map")
+	assert.NotEmpty(t, dls[0].Element, "the element travels with its dead letter")
+}

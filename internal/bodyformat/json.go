@@ -97,9 +97,11 @@ func (e *jsonEncoder) Encode(elem any) ([]byte, error) {
 	if e.bodyType == nil {
 		return jsonDocument(v)
 	}
-	body := reflect.New(e.bodyType).Elem()
+	// Encoded through a pointer, so that its fields are addressable and encoding/json calls a
+	// MarshalJSON or MarshalText with a pointer receiver, as checkJSONType expects.
+	body := reflect.New(e.bodyType)
 	for i, f := range e.s.body {
-		body.Field(i).Set(v.Field(f.Index))
+		body.Elem().Field(i).Set(v.Field(f.Index))
 	}
 	b, err := json.Marshal(body.Interface())
 	if err != nil {

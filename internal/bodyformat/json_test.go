@@ -2,6 +2,7 @@ package bodyformat
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
@@ -58,6 +59,41 @@ func TestJSONHonoursFieldMarshalers(t *testing.T) {
 	got := encodeString(t, enc, elem{Name: "x", At: time.Date(2024, 5, 6, 7, 8, 9, 0, time.UTC)})
 	assert.Equal(t, `{"name":"UP:x","at":"2024-05-06T07:08:09Z"}`, got)
 }
+
+// money marshals itself through a pointer receiver only.
+type money struct{ cents int }
+
+func (m *money) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`"EUR %d.%02d"`, m.cents/100, m.cents%100)), nil
+}
+
+// A field whose type marshals itself through a pointer receiver is encoded with that method, as
+// json.Marshal does for an addressable value, whether the element is a value or a pointer; the
+// construction check accepts such a type for that reason.
+func TestJSONHonoursPointerReceiverMarshalersOfFields(t *testing.T) {
+	type elem struct {
+		ID     string `json:"id"`
+		Amount money  `json:"amount"`
+	}
+	enc := encoderFor[elem](t, formats.JSON())
+	assert.Equal(t, `{"id":"1","amount":"EUR 12.34"}`, encodeString(t, enc, elem{ID: "1", Amount: money{1234}}))
+	ptrEnc := encoderFor[*elem](t, formats.JSON())
+	assert.Equal(t, `{"id":"1","amount":"EUR 0.05"}`, encodeString(t, ptrEnc, &elem{ID: "1", Amount: money{5}}))
+
+	// A type json.Marshal could not encode by default passes construction only because its
+	// pointer marshals it; so it must be encoded that way, not fail on every element.
+	type withChan struct {
+		Box pmarshal `json:"box"`
+	}
+	got := encodeString(t, encoderFor[withChan](t, formats.JSON()), withChan{})
+	assert.Equal(t, `{"box":"boxed"}`, got)
+}
+
+// pmarshal holds a channel, which encoding/json cannot encode, and marshals itself through a
+// pointer receiver.
+type pmarshal struct{ C chan int }
+
+func (p *pmarshal) MarshalJSON() ([]byte, error) { return []byte(`"boxed"`), nil }
 
 // A PCollection of strings (or []byte) with the json format holds JSON documents: each is sent
 // as it is, not encoded again as a JSON string, once it is known to be one JSON value.
