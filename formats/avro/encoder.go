@@ -44,7 +44,19 @@ func parseAvroOptions(opts map[string]string) (avroOptions, error) {
 }
 
 // avroWrite writes one Go value in Avro binary encoding. path names the value in errors.
-type avroWrite func(w *hamba.Writer, v reflect.Value) error
+type avroWrite func(w *avroWriter, v reflect.Value) error
+
+// avroWriter is the writer of one Encode, with how deeply recursive records are nested at the
+// value being written.
+type avroWriter struct {
+	*hamba.Writer
+	depth int
+}
+
+// maxRecordDepth bounds how deeply a recursive record type nests in one value: deeper, the
+// value is taken for a cycle (a linked list or tree that points back into itself), which would
+// otherwise recurse until the goroutine's stack overflows and the worker process dies.
+const maxRecordDepth = 1000
 
 // avroEncoder writes Avro binary (a single datum, no container file and no schema prefix).
 // The plan of which Go value goes where is compiled from the schema and the Go type once, at
@@ -82,7 +94,7 @@ func (e *avroEncoder) Encode(elem any) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := hamba.NewWriter(nil, 256)
+	w := &avroWriter{Writer: hamba.NewWriter(nil, 256)}
 	err = e.write(w, v)
 	if err == nil && w.Error != nil {
 		err = fmt.Errorf("writing failed: %w", w.Error)
@@ -146,7 +158,7 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		if err != nil {
 			return nil, err
 		}
-		return func(w *hamba.Writer, v reflect.Value) error {
+		return func(w *avroWriter, v reflect.Value) error {
 			if v.IsNil() {
 				return fmt.Errorf("%s is nil but its avro type %s has no null branch", path, sch.Type())
 			}
@@ -161,7 +173,7 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 			return nil, mismatch(path, t, sch)
 		}
 		symbols := sch.Symbols()
-		return func(w *hamba.Writer, v reflect.Value) error {
+		return func(w *avroWriter, v reflect.Value) error {
 			i := slices.Index(symbols, v.String())
 			if i < 0 {
 				return fmt.Errorf("%s: the value is not a symbol of enum %s", path, sch.FullName())
@@ -176,7 +188,7 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		if t.Kind() != reflect.Array || t.Elem().Kind() != reflect.Uint8 || t.Len() != sch.Size() {
 			return nil, fmt.Errorf("%s: Go type %s does not fit avro fixed %s of size %d (want [%d]byte)", path, t, sch.FullName(), sch.Size(), sch.Size())
 		}
-		return func(w *hamba.Writer, v reflect.Value) error {
+		return func(w *avroWriter, v reflect.Value) error {
 			buf := make([]byte, v.Len())
 			reflect.Copy(reflect.ValueOf(buf), v)
 			_, _ = w.Write(buf)
@@ -190,7 +202,7 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		if err != nil {
 			return nil, err
 		}
-		return func(w *hamba.Writer, v reflect.Value) error {
+		return func(w *avroWriter, v reflect.Value) error {
 			if n := v.Len(); n > 0 {
 				w.WriteLong(int64(n))
 				for i := range n {
@@ -210,7 +222,7 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		if err != nil {
 			return nil, err
 		}
-		return func(w *hamba.Writer, v reflect.Value) error {
+		return func(w *avroWriter, v reflect.Value) error {
 			if n := v.Len(); n > 0 {
 				keys := v.MapKeys()
 				slices.SortFunc(keys, func(a, b reflect.Value) int { return strings.Compare(a.String(), b.String()) })
@@ -231,7 +243,14 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		}
 		key := avroKey{sch, t}
 		if p, ok := c.memo[key]; ok {
-			return func(w *hamba.Writer, v reflect.Value) error { return (*p)(w, v) }, nil
+			return func(w *avroWriter, v reflect.Value) error {
+				if w.depth++; w.depth > maxRecordDepth {
+					return fmt.Errorf("%s: the value nests record %s more than %d deep; it is taken for a cycle", path, sch.FullName(), maxRecordDepth)
+				}
+				err := (*p)(w, v)
+				w.depth--
+				return err
+			}, nil
 		}
 		p := new(avroWrite)
 		c.memo[key] = p
@@ -288,7 +307,7 @@ func (c *avroCompiler) record(rec *hamba.RecordSchema, fields []bodyformat.Field
 			return nil, fmt.Errorf("%s: record %s has no field named %q; add it to the schema or exclude the field with json:\"-\"", path, rec.FullName(), f.Name)
 		}
 	}
-	return func(w *hamba.Writer, v reflect.Value) error {
+	return func(w *avroWriter, v reflect.Value) error {
 		for _, s := range steps {
 			if err := s.write(w, v.Field(s.index)); err != nil {
 				return err
@@ -347,7 +366,7 @@ func (c *avroCompiler) union(u *hamba.UnionSchema, t reflect.Type, path string) 
 		return nil, fmt.Errorf("%s: Go type %s can be nil but the avro union has no null branch", path, t)
 	}
 	deref := valueType != t
-	return func(w *hamba.Writer, v reflect.Value) error {
+	return func(w *avroWriter, v reflect.Value) error {
 		if nillable && v.IsNil() {
 			w.WriteLong(int64(nullIndex))
 			return nil
@@ -385,19 +404,19 @@ func primitive(sch *hamba.PrimitiveSchema, t reflect.Type, path string) (avroWri
 	switch sch.Type() {
 	case hamba.Boolean:
 		if k == reflect.Bool {
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteBool(v.Bool()); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteBool(v.Bool()); return nil }, nil
 		}
 	case hamba.Int:
 		switch k {
 		case reflect.Int8, reflect.Int16, reflect.Int32:
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteInt(int32(v.Int())); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteInt(int32(v.Int())); return nil }, nil
 		case reflect.Uint8, reflect.Uint16:
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteInt(int32(v.Uint())); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteInt(int32(v.Uint())); return nil }, nil
 		case reflect.Int, reflect.Int64:
 			if t == durationType {
 				break
 			}
-			return func(w *hamba.Writer, v reflect.Value) error {
+			return func(w *avroWriter, v reflect.Value) error {
 				n := v.Int()
 				if n < math.MinInt32 || n > math.MaxInt32 {
 					return fmt.Errorf("%s: the value is out of the range of avro int (32 bits)", path)
@@ -414,25 +433,25 @@ func primitive(sch *hamba.PrimitiveSchema, t reflect.Type, path string) (avroWri
 		}
 		switch k {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteLong(v.Int()); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteLong(v.Int()); return nil }, nil
 		case reflect.Uint8, reflect.Uint16, reflect.Uint32:
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteLong(int64(v.Uint())); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteLong(int64(v.Uint())); return nil }, nil
 		}
 	case hamba.Float:
 		if k == reflect.Float32 {
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteFloat(float32(v.Float())); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteFloat(float32(v.Float())); return nil }, nil
 		}
 	case hamba.Double:
 		if k == reflect.Float32 || k == reflect.Float64 {
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteDouble(v.Float()); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteDouble(v.Float()); return nil }, nil
 		}
 	case hamba.String:
 		if k == reflect.String {
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteString(v.String()); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteString(v.String()); return nil }, nil
 		}
 	case hamba.Bytes:
 		if k == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
-			return func(w *hamba.Writer, v reflect.Value) error { w.WriteBytes(v.Bytes()); return nil }, nil
+			return func(w *avroWriter, v reflect.Value) error { w.WriteBytes(v.Bytes()); return nil }, nil
 		}
 	}
 	return nil, mismatch(path, t, sch)
@@ -448,7 +467,7 @@ func delegated(sch hamba.Schema, t reflect.Type, path string, std reflect.Type) 
 	default:
 		return nil, mismatch(path, t, sch)
 	}
-	return func(w *hamba.Writer, v reflect.Value) error {
+	return func(w *avroWriter, v reflect.Value) error {
 		var val any
 		if isRat {
 			if v.IsNil() {

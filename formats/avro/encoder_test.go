@@ -204,6 +204,28 @@ func TestAvroRecursiveRecord(t *testing.T) {
 	assert.Equal(t, []byte{0x02, 'a', 0x02, 0x02, 'b', 0x00}, b)
 }
 
+// A value of a recursive record type that points back into itself is an element error, not a
+// recursion that overflows the stack and kills the worker process; a long list that ends is
+// encoded.
+func TestAvroACyclicValueIsAnErrorNotAStackOverflow(t *testing.T) {
+	schema := `{"type":"record","name":"Node","fields":[{"name":"value","type":"string"},{"name":"next","type":["null","Node"]}]}`
+	enc := encoderFor[avroNode](t, formats.Avro(schema))
+	loop := &avroNode{Value: "a"}
+	loop.Next = &avroNode{Value: "b", Next: loop}
+	_, err := enc.Encode(*loop)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "more than 1000 deep; it is taken for a cycle")
+	assert.NotContains(t, err.Error(), `"a"`, "the data is not quoted")
+
+	long := &avroNode{Value: "end"}
+	for range 500 {
+		long = &avroNode{Value: "x", Next: long}
+	}
+	b, err := enc.Encode(*long)
+	require.NoError(t, err)
+	assert.Len(t, b, 500*3+5, "500 links (the value x, then the union branch of the next), then the end and its null branch")
+}
+
 func TestAvroUnionPicksTheFirstFittingBranch(t *testing.T) {
 	schema := `{"type":"record","name":"U","fields":[{"name":"who","type":[
 	  {"type":"record","name":"Robot","fields":[{"name":"serial","type":"long"}]},
