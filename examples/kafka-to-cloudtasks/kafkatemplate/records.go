@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
@@ -69,6 +71,12 @@ func (spec *recordSpec) read(r Record) (record, error) {
 		var s string
 		switch {
 		case json.Unmarshal(raw, &s) == nil:
+			if !losslessJSONString(raw) {
+				// Decoding would turn the invalid sequence into U+FFFD, and records whose ids
+				// differ only there would share a task name: all but the first would count as
+				// deduplicated and create nothing.
+				return rec, fmt.Errorf("task id field %s is not valid UTF-8 text (an invalid byte sequence, or an unpaired \\u surrogate escape)", boundedtext.Quote(name))
+			}
 		case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
 			s = string(raw) // a number: its JSON text
 		default:
@@ -100,6 +108,50 @@ func (spec *recordSpec) read(r Record) (record, error) {
 		}
 	}
 	return rec, nil
+}
+
+// losslessJSONString reports whether the JSON string raw (quotes included) decodes without
+// anything replaced by U+FFFD: it is valid UTF-8, and every \u escape of a UTF-16 surrogate is
+// one of a high-low pair.
+func losslessJSONString(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	hex := func(b []byte) (rune, bool) {
+		n, err := strconv.ParseUint(string(b), 16, 32)
+		return rune(n), err == nil
+	}
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		i++ // the escaped character
+		if i >= len(raw) || raw[i] != 'u' {
+			continue
+		}
+		if i+4 >= len(raw) {
+			return false
+		}
+		r, ok := hex(raw[i+1 : i+5])
+		if !ok {
+			return false
+		}
+		i += 4
+		switch {
+		case r >= 0xD800 && r < 0xDC00:
+			if i+6 >= len(raw) || raw[i+1] != '\\' || raw[i+2] != 'u' {
+				return false
+			}
+			lo, ok := hex(raw[i+3 : i+7])
+			if !ok || lo < 0xDC00 || lo >= 0xE000 {
+				return false
+			}
+			i += 6
+		case r >= 0xDC00 && r < 0xE000:
+			return false
+		}
+	}
+	return true
 }
 
 func isNull(raw json.RawMessage) bool { return bytes.Equal(bytes.TrimSpace(raw), []byte("null")) }
