@@ -504,6 +504,10 @@ func parseJSONObject(s string) ([][2]string, error) {
 		}
 		var value string
 		switch {
+		case bytes.Equal(raw, []byte("null")):
+			// json.Unmarshal takes null into a string as "": a header or property set to
+			// nothing, where the flag's value most likely lost one.
+			return nil, fmt.Errorf("the value of %s is null; it must be a string, a number or a boolean", boundedtext.Quote(key))
 		case json.Unmarshal(raw, &value) == nil:
 		case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
 			value = string(raw)

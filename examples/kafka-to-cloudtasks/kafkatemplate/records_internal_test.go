@@ -41,3 +41,15 @@ func TestATaskIDThatDoesNotDecodeLosslesslyIsRejected(t *testing.T) {
 		assert.Equal(t, want, rec.key, "%q", value)
 	}
 }
+
+// A null in a JSON-object flag (headers, consumer properties) is an error naming the entry,
+// not an empty value set without a word; the error never repeats a value.
+func TestAJSONObjectFlagRefusesANullValue(t *testing.T) {
+	_, err := parseJSONObject(`{"X-Api-Key":null,"X-Other":"s3cret"}`)
+	require.Error(t, err)
+	assert.Equal(t, `the value of "X-Api-Key" is null; it must be a string, a number or a boolean`, err.Error())
+
+	got, err := parseJSONObject(`{"a":"null","b":1,"c":true}`)
+	require.NoError(t, err)
+	assert.Equal(t, [][2]string{{"a", "null"}, {"b", "1"}, {"c", "true"}}, got, "the string \"null\" is a value like any other")
+}
