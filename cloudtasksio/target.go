@@ -261,7 +261,7 @@ func checkTaskDispatchDeadline(t *cloudtaskspb.Task, max time.Duration) error {
 // rules of every task here, the rules of its request in its family's file. A failure is
 // data-shaped: the service would answer INVALID_ARGUMENT for it.
 func validateTask(t *cloudtaskspb.Task, now time.Time) error {
-	if field := invalidUTF8Field(t.ProtoReflect()); field != "" {
+	if field := invalidTaskText(t); field != "" {
 		return fmt.Errorf("task %s is not valid UTF-8; Cloud Tasks takes only UTF-8 text in a task's string fields", field)
 	}
 	if t.GetScheduleTime() != nil {

@@ -3,6 +3,7 @@ package cloudtasksio
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
@@ -87,14 +89,14 @@ func TestAnElementWithAnInvalidUTF8HeaderIsDroppedUnderLogAndDrop(t *testing.T) 
 func TestInvalidUTF8IsFoundInEveryStringFieldAndNamedWithoutItsText(t *testing.T) {
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 		Url:     "https://example.com/",
-		Headers: map[string]string{"Authorization": "Bearer tok\xff"},
+		Headers: map[string]string{"Authorization": "Bearer s3cr3t\xff"},
 		AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
 			ServiceAccountEmail: "sa@p.iam.gserviceaccount.com", Audience: "aud\xfe"}},
 	}}}
 	assert.Equal(t, "http_request.a value of headers", invalidUTF8Field(task.ProtoReflect()))
 	err := validateTask(task, time.Now())
 	require.Error(t, err)
-	assert.NotContains(t, err.Error(), "tok", "a header value is never repeated")
+	assert.NotContains(t, err.Error(), "s3cr3t", "a header value is never repeated")
 
 	task.GetHttpRequest().Headers = map[string]string{"Authorization": "Bearer ok"}
 	assert.Equal(t, "http_request.oidc_token.audience", invalidUTF8Field(task.ProtoReflect()))
@@ -225,4 +227,92 @@ func TestABodyFieldWhoseMarshalerPanicsFailsOnlyItsElement(t *testing.T) {
 	assert.Equal(t, CodeSerialization, dls[0].Code)
 	assert.Contains(t, dls[0].Error, "building the task panicked: fragile: cannot marshal boom")
 	assert.NotEmpty(t, dls[0].Element, "the element travels with its dead letter")
+}
+
+// BenchmarkTaskUTF8Check is what the UTF-8 check costs a typical HTTP task: a URL, three
+// headers, an OIDC token and a 1 KiB body (bytes, not checked).
+func BenchmarkTaskUTF8Check(b *testing.B) {
+	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
+		Url:     "https://orders.example.com/v1/orders/callback?region=eu-west",
+		Headers: map[string]string{"Content-Type": "application/json", "X-Trace": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "X-Tenant": "acme"},
+		Body:    make([]byte, 1024),
+		AuthorizationHeader: &cloudtaskspb.HttpRequest_OidcToken{OidcToken: &cloudtaskspb.OidcToken{
+			ServiceAccountEmail: "tasks@project.iam.gserviceaccount.com", Audience: "https://orders.example.com"}},
+	}}}
+	b.Run("read directly", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if invalidTaskText(task) != "" {
+				b.Fatal("valid task reported invalid")
+			}
+		}
+	})
+	b.Run("walked", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if invalidUTF8Field(task.ProtoReflect()) != "" {
+				b.Fatal("valid task reported invalid")
+			}
+		}
+	})
+}
+
+// Every string field a task can hold is checked by invalidTaskText, whether it reads the field
+// directly or walks the task: for each string field of the Task message and the messages in it
+// (found from the descriptors, so a field a new version of the API adds is checked too), a
+// task with invalid UTF-8 there alone is caught.
+func TestTheDirectUTF8CheckCoversEveryStringFieldOfATask(t *testing.T) {
+	var paths [][]protoreflect.FieldDescriptor
+	var walk func(md protoreflect.MessageDescriptor, prefix []protoreflect.FieldDescriptor, depth int)
+	walk = func(md protoreflect.MessageDescriptor, prefix []protoreflect.FieldDescriptor, depth int) {
+		if depth > 4 {
+			return
+		}
+		fields := md.Fields()
+		for i := range fields.Len() {
+			fd := fields.Get(i)
+			path := append(slices.Clone(prefix), fd)
+			switch {
+			case fd.IsMap():
+				if fd.MapKey().Kind() == protoreflect.StringKind || fd.MapValue().Kind() == protoreflect.StringKind {
+					paths = append(paths, path)
+				}
+			case fd.Kind() == protoreflect.StringKind && !fd.IsList():
+				paths = append(paths, path)
+			case fd.Kind() == protoreflect.MessageKind && !fd.IsList():
+				walk(fd.Message(), path, depth+1)
+			}
+		}
+	}
+	walk((&cloudtaskspb.Task{}).ProtoReflect().Descriptor(), nil, 0)
+	require.NotEmpty(t, paths)
+	names := map[string]bool{}
+	for _, path := range paths {
+		task := &cloudtaskspb.Task{}
+		m := task.ProtoReflect()
+		for _, fd := range path[:len(path)-1] {
+			m = m.Mutable(fd).Message()
+		}
+		last := path[len(path)-1]
+		if last.IsMap() {
+			key, value := "k", "v"
+			if last.MapKey().Kind() == protoreflect.StringKind {
+				key = "k\xff"
+			} else {
+				value = "v\xff"
+			}
+			m.Mutable(last).Map().Set(protoreflect.ValueOfString(key).MapKey(), protoreflect.ValueOfString(value))
+		} else {
+			m.Set(last, protoreflect.ValueOfString("x\xff"))
+		}
+		var name []string
+		for _, fd := range path {
+			name = append(name, string(fd.Name()))
+		}
+		names[strings.Join(name, ".")] = true
+		assert.NotEmpty(t, invalidTaskText(task), "%s", strings.Join(name, "."))
+		_, err := proto.Marshal(task)
+		assert.Error(t, err, "%s: the client could not encode it either", strings.Join(name, "."))
+	}
+	assert.True(t, names["http_request.url"] && names["app_engine_http_request.relative_uri"] && names["http_request.headers"], "the walk reached the request fields: %v", names)
 }
