@@ -41,10 +41,19 @@ func CheckEndpoint(endpoint string) error {
 		// Whatever stands before the '@' may be a password or a token: never repeat it.
 		shown = "<user info removed>@" + endpoint[at+1:]
 	}
+	// A path, query or fragment may carry a token or an API key (?key=...): never repeat it
+	// either. It starts at the first '/', '?' or '#' after the scheme's "://", if any.
+	from := 0
+	if i := strings.Index(shown, "://"); i >= 0 {
+		from = i + len("://")
+	}
+	if cut := strings.IndexAny(shown[from:], "/?#"); cut >= 0 {
+		shown = shown[:from+cut] + "<path, query or fragment removed>"
+	}
 	bad := func(why string) error { return fmt.Errorf("%s is not host:port: %s", boundedtext.Quote(shown), why) }
 	if scheme, rest, ok := strings.Cut(endpoint, "://"); ok && scheme != "" && !strings.ContainsAny(scheme, "/:@[") {
 		hint := "drop the scheme: the endpoint is host:port only"
-		if rest != "" && !strings.ContainsAny(rest, "@/") && len(rest) <= boundedtext.MaxEcho {
+		if rest != "" && !strings.ContainsAny(rest, "@/?#") && len(rest) <= boundedtext.MaxEcho {
 			hint += ", here " + strconv.Quote(rest)
 		}
 		return bad(hint)
@@ -71,6 +80,8 @@ func CheckEndpoint(endpoint string) error {
 		return bad("the host is empty")
 	case strings.Contains(host, "/"):
 		return bad("the host contains '/'")
+	case net.ParseIP(host) == nil && strings.IndexFunc(host, func(r rune) bool { return !isHostChar(r) }) >= 0:
+		return bad("the host may hold only letters, digits, '-', '.' and '_'")
 	case len(host) > MaxHostBytes:
 		return bad(fmt.Sprintf("the host is %d bytes long; a host name has at most %d", len(host), MaxHostBytes))
 	case net.ParseIP(host) == nil && longLabel(host):
@@ -202,4 +213,10 @@ func fileError(err error) error {
 		return errors.New("the file is not readable by this worker")
 	}
 	return errors.New("the file could not be read")
+}
+
+// isHostChar reports whether r may appear in a host name an endpoint gives (underscores
+// included, as container and compose service names use them).
+func isHostChar(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_'
 }

@@ -41,6 +41,14 @@ func TestCheckEndpointSaysWhatToFixAndRepeatsNoSecret(t *testing.T) {
 		{strings.Repeat("h", 1<<20) + ":443", "the host is 1048576 bytes long; a host name has at most 253", ""},
 		{strings.Repeat("a", 64) + ".example.com:443", "a label of the host (a part between dots) is over 63 bytes", ""},
 		{"local\x00host:443", "control character", ""},
+		// A query, path or fragment may hold a token or an API key: never repeated.
+		{"127.0.0.1:8080?access_token=ya29.FAKE-TOKEN", `"127.0.0.1:8080<path, query or fragment removed>"`, "FAKE-TOKEN"},
+		{"https://127.0.0.1:8443/?key=AIzaFAKEKEY", `"https://127.0.0.1:8443<path, query or fragment removed>" is not host:port: drop the scheme`, "AIzaFAKEKEY"},
+		{"http://127.0.0.1:8443?key=AIzaFAKEKEY", "drop the scheme", "AIzaFAKEKEY"},
+		{"127.0.0.1:443/?key=AIzaFAKEKEY", "", "AIzaFAKEKEY"},
+		{"emu#frag:8080", "the host may hold only letters", "frag:8080"},
+		// A host holds letters, digits, '-', '.' and '_' only.
+		{"local%host:8080", "the host may hold only letters, digits, '-', '.' and '_'", ""},
 	} {
 		err := CheckEndpoint(c.endpoint)
 		require.Error(t, err, c.endpoint)
@@ -51,6 +59,8 @@ func TestCheckEndpointSaysWhatToFixAndRepeatsNoSecret(t *testing.T) {
 		assert.Less(t, len(err.Error()), 512, "the endpoint is cut short")
 	}
 	assert.NoError(t, CheckEndpoint(strings.Repeat("a", 63)+".example.com:443"), "63-byte labels are fine")
+	assert.NoError(t, CheckEndpoint("cloud_tasks-emulator.local:8123"), "a compose service name with '_'")
+	assert.NoError(t, CheckEndpoint("[::1]:8123"))
 }
 
 func FuzzCheckEndpoint(f *testing.F) {
