@@ -506,3 +506,34 @@ func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, cfg.Staged.ClockSkewAllowance)
 }
+
+// A recovery backoff over an hour is refused when the pipeline is built: a typo such as
+// 2562047h would park a retry, and its bundle, for centuries (and past the largest Duration
+// its jitter wrapped to a 1ms retry storm).
+func TestARecoveryBackoffOverAnHourIsRefusedAtConstruction(t *testing.T) {
+	for _, key := range []string{"sink.recovery.initial-backoff", "sink.recovery.max-backoff",
+		"sink.recovery.not-found.initial-backoff", "sink.recovery.not-found.max-backoff"} {
+		opts := withQueue(map[string]string{"format": "json", "http.url": "https://example.com/t",
+			"sink.recovery.initial-backoff": "1s", "sink.recovery.max-backoff": "2562047h",
+			"sink.recovery.not-found.initial-backoff": "1s", "sink.recovery.not-found.max-backoff": "2562047h"})
+		for k := range opts {
+			if strings.HasPrefix(k, "sink.recovery.") && k != key {
+				delete(opts, k)
+			}
+		}
+		opts[key] = "2562047h"
+		cfg, err := cloudtasksio.ConfigFromOptions(opts)
+		if err == nil {
+			_, s := beam.NewPipelineWithRoot()
+			_, err = cloudtasksio.TryWrite(s, cfg, beam.Create(s, optionsElement{ID: "a"}))
+		}
+		require.Error(t, err, key)
+		assert.Contains(t, err.Error(), "must be at most 1h0m0s", key)
+	}
+	cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"format": "json", "http.url": "https://example.com/t",
+		"sink.recovery.max-backoff": "1h"}))
+	require.NoError(t, err)
+	_, s := beam.NewPipelineWithRoot()
+	_, err = cloudtasksio.TryWrite(s, cfg, beam.Create(s, optionsElement{ID: "a"}))
+	require.NoError(t, err, "an hour is allowed")
+}

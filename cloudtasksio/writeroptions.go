@@ -107,6 +107,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 			*f.v = f.def
 		}
 	}
+	// maxRecoveryBackoff bounds every recovery backoff: a typo such as 2562047h would park a
+	// retry, and its bundle, for centuries.
+	const maxRecoveryBackoff = time.Hour
 	durations := []struct {
 		name string
 		v    *time.Duration
@@ -120,6 +123,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	for _, f := range durations {
 		if *f.v < 0 {
 			return o, errField("Writer."+f.name, "is %v; it must be positive (0 means the default %v)", *f.v, f.def)
+		}
+		if *f.v > maxRecoveryBackoff {
+			return o, errField("Writer."+f.name, "is %v; it must be at most %v (a retry parked longer holds its bundle open as long)", *f.v, maxRecoveryBackoff)
 		}
 		if *f.v == 0 {
 			*f.v = f.def

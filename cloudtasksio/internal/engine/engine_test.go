@@ -482,6 +482,9 @@ func TestBackoffBounds(t *testing.T) {
 
 	huge := Budget{Initial: time.Second, Max: time.Duration(math.MaxInt64), MaxAttempts: 100}
 	assert.Equal(t, time.Duration(float64(math.MaxInt64)*0.75), huge.backoff(90, 0), "doubling saturates at Max instead of overflowing")
+	for _, j := range []float64{0.5, 0.75, 0.999} {
+		assert.Equal(t, time.Duration(math.MaxInt64), huge.backoff(90, j), "jitter %v past the largest Duration saturates instead of wrapping to a 1ms wait", j)
+	}
 
 	b = Budget{Initial: 100 * time.Millisecond, Max: 10 * time.Second, MaxAttempts: 8}
 	want := ms(100, 200, 400, 800, 1600, 3200, 6400, 10000, 10000)

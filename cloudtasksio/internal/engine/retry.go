@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -35,8 +36,12 @@ func (b Budget) backoff(n int, j float64) time.Duration {
 	}
 	d = min(d, b.Max)
 	j = min(max(j, 0), 1)
-	out := time.Duration(float64(d) * (0.75 + 0.5*j))
-	return max(out, time.Millisecond)
+	// Saturating: past the largest Duration the conversion would wrap to a negative wait.
+	f := float64(d) * (0.75 + 0.5*j)
+	if f >= math.MaxInt64 {
+		return time.Duration(math.MaxInt64)
+	}
+	return max(time.Duration(f), time.Millisecond)
 }
 
 func (b Budget) validate(name string) error {
