@@ -247,7 +247,17 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error
 			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
-	f.staged.taken(ctx, now.Sub(time.Unix(0, env.Origin)), deadline.Sub(now))
+	origin := time.Unix(0, env.Origin)
+	f.staged.taken(ctx, now.Sub(origin), deadline.Sub(now))
+	if ahead := origin.Sub(now); env.Origin > 0 && ahead > f.Spec.Staged.ClockSkewAllowance {
+		// The stage step's clock ran ahead of this one by more than the allowance the window
+		// leaves for it, so the deadline lies later than it should by an unknown amount: the
+		// envelope goes to the expired-envelope policy now rather than be sent inside a window
+		// that may no longer cover the name's retention.
+		warnf(ctx, "exactly-once: a staged task for queue %s was staged %v in this worker's future, more than Staged.ClockSkewAllowance (%v; option key sink.staged.clock-skew-allowance): treated as expired",
+			env.Queue, ahead.Round(time.Millisecond), f.Spec.Staged.ClockSkewAllowance)
+		deadline = now
+	}
 	return f.submit(ctx, &engine.Request[*stagedCreate]{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,

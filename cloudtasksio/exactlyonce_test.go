@@ -233,6 +233,36 @@ func TestExpiredEnvelopePolicies(t *testing.T) {
 	}
 }
 
+// An envelope staged in the create worker's future by more than ClockSkewAllowance comes from
+// a clock the window does not allow for: its deadline lies later than it should by an unknown
+// amount, so it goes to the expired-envelope policy instead of being sent. Within the
+// allowance it is sent as usual.
+func TestAnEnvelopeStagedTooFarInTheFutureIsTreatedAsExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		staged.ExpiredEnvelopePolicy = ExpiredAssumeCreated
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		ahead := func(key string, by time.Duration) []envelope {
+			envs := stageAll(t, spec, eoOrder{ID: key, Key: key})
+			envs[0].Origin += int64(by)
+			envs[0].Deadline += int64(by)
+			return envs
+		}
+		creator := &fakeCreator{}
+		ctx, counters := metricsContext()
+		f := newStagedCreateFnWith(spec, creator)
+		f.Setup()
+		require.NoError(t, createAll(ctx, f, ahead("far", 2*time.Hour)))
+		assert.Zero(t, creator.callCount(), "not sent")
+		assert.Equal(t, int64(1), counters()[MetricExpiredEnvelopesAssumedCreated])
+
+		require.NoError(t, createAll(ctx, f, ahead("near", staged.ClockSkewAllowance-time.Second)))
+		assert.Equal(t, 1, creator.callCount(), "within the allowance it is sent")
+		assert.Equal(t, int64(1), counters()[MetricRecordsSend])
+	})
+}
+
 func TestADeadlinePassingDuringRetriesIsCheckedBeforeTheResend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		staged := DefaultStagedOptions()
