@@ -507,10 +507,10 @@ func TestDurationsTakeTheFlinkConnectorsFormToo(t *testing.T) {
 	assert.Zero(t, cfg.Staged.ClockSkewAllowance)
 }
 
-// A recovery backoff over an hour is refused when the pipeline is built: a typo such as
+// A recovery backoff over 30 days is refused when the pipeline is built: a typo such as
 // 2562047h would park a retry, and its bundle, for centuries (and past the largest Duration
 // its jitter wrapped to a 1ms retry storm).
-func TestARecoveryBackoffOverAnHourIsRefusedAtConstruction(t *testing.T) {
+func TestARecoveryBackoffOverThirtyDaysIsRefusedAtConstruction(t *testing.T) {
 	for _, key := range []string{"sink.recovery.initial-backoff", "sink.recovery.max-backoff",
 		"sink.recovery.not-found.initial-backoff", "sink.recovery.not-found.max-backoff"} {
 		opts := withQueue(map[string]string{"format": "json", "http.url": "https://example.com/t",
@@ -528,12 +528,12 @@ func TestARecoveryBackoffOverAnHourIsRefusedAtConstruction(t *testing.T) {
 			_, err = cloudtasksio.TryWrite(s, cfg, beam.Create(s, optionsElement{ID: "a"}))
 		}
 		require.Error(t, err, key)
-		assert.Contains(t, err.Error(), "must be at most 1h0m0s", key)
+		assert.Contains(t, err.Error(), "must be at most 720h0m0s", key)
 	}
 	cfg, err := cloudtasksio.ConfigFromOptions(withQueue(map[string]string{"format": "json", "http.url": "https://example.com/t",
-		"sink.recovery.max-backoff": "1h"}))
+		"sink.recovery.max-backoff": "30 d"}))
 	require.NoError(t, err)
 	_, s := beam.NewPipelineWithRoot()
 	_, err = cloudtasksio.TryWrite(s, cfg, beam.Create(s, optionsElement{ID: "a"}))
-	require.NoError(t, err, "an hour is allowed")
+	require.NoError(t, err, "30 days are allowed")
 }

@@ -249,7 +249,9 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
 	origin := time.Unix(0, env.Origin)
 	f.staged.taken(ctx, now.Sub(origin), deadline.Sub(now))
-	if ahead := origin.Sub(now); env.Origin > 0 && ahead > f.Spec.Staged.ClockSkewAllowance {
+	// (At least a second, so that a ClockSkewAllowance of 0 does not turn the usual
+	// sub-second differences between machines into expiries.)
+	if ahead := origin.Sub(now); env.Origin > 0 && ahead > max(f.Spec.Staged.ClockSkewAllowance, time.Second) {
 		// The stage step's clock ran ahead of this one by more than the allowance the window
 		// leaves for it, so the deadline lies later than it should by an unknown amount: the
 		// envelope goes to the expired-envelope policy now rather than be sent inside a window

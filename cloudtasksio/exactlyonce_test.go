@@ -260,6 +260,18 @@ func TestAnEnvelopeStagedTooFarInTheFutureIsTreatedAsExpired(t *testing.T) {
 		require.NoError(t, createAll(ctx, f, ahead("near", staged.ClockSkewAllowance-time.Second)))
 		assert.Equal(t, 1, creator.callCount(), "within the allowance it is sent")
 		assert.Equal(t, int64(1), counters()[MetricRecordsSend])
+
+		// An allowance of 0 still tolerates the sub-second differences of ordinary clocks.
+		zero := staged
+		zero.ClockSkewAllowance = 0
+		spec = eoSpec(t, "q", eoOrder{}, zero)
+		f = newStagedCreateFnWith(spec, creator)
+		f.Setup()
+		require.NoError(t, createAll(ctx, f, ahead("skewed", 300*time.Millisecond)))
+		assert.Equal(t, 2, creator.callCount(), "300ms ahead with an allowance of 0 is sent")
+		require.NoError(t, createAll(ctx, f, ahead("far-zero", 2*time.Second)))
+		assert.Equal(t, 2, creator.callCount(), "2s ahead with an allowance of 0 is not")
+		assert.Equal(t, int64(2), counters()[MetricExpiredEnvelopesAssumedCreated])
 	})
 }
 

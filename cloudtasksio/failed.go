@@ -44,6 +44,9 @@ type elementFailure struct {
 	task *cloudtaskspb.Task
 	elem any
 	err  error
+	// stack is where building the task panicked, for the worker's log only (a stack holds
+	// function names and lines, no data); empty for any other failure.
+	stack string
 }
 
 func (e *elementFailure) Error() string { return e.err.Error() }
@@ -86,6 +89,12 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 		f.metrics.tooLarge.Inc(ctx, 1)
 	}
 	text := boundedtext.Cut(ef.err.Error(), maxErrorText)
+	if ef.stack != "" && !f.panicLogged {
+		// Once per bundle: a panic that every element meets (a bug, not bad data) would
+		// otherwise fill the log. The failure policy still takes each element.
+		f.panicLogged = true
+		warnf(ctx, "building a task for queue %s panicked, which the failure policy takes as the element's failure: %s; at:\n%s", queue, text, ef.stack)
+	}
 	switch f.Spec.OnFailure {
 	case LogAndDrop:
 		f.dropped++

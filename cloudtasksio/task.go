@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -98,6 +99,9 @@ func (e *elementBuilders) forElement(elem any) (*taskBuilder, error) {
 	return e.builder, nil
 }
 
+// maxPanicStack bounds the stack a panic while building a task is logged with.
+const maxPanicStack = 8 << 10
+
 // build returns the task for elem without a name, or nil when the element is skipped. An
 // *elementFailure goes to the failure policy; any other error fails the bundle. A panic while
 // the task is built (a body field's MarshalJSON or MarshalText, a nil interface the format
@@ -106,7 +110,8 @@ func (b *taskBuilder) build(elem any) (task *cloudtaskspb.Task, md *bodyformat.M
 	defer func() {
 		if r := recover(); r != nil {
 			task, md = nil, nil
-			err = &elementFailure{code: CodeSerialization, err: fmt.Errorf("building the task panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText))}
+			err = &elementFailure{code: CodeSerialization, err: fmt.Errorf("building the task panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText)),
+				stack: boundedtext.Cut(string(debug.Stack()), maxPanicStack)}
 		}
 	}()
 	if b.serialize != nil {

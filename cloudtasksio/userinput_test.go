@@ -227,6 +227,16 @@ func TestABodyFieldWhoseMarshalerPanicsFailsOnlyItsElement(t *testing.T) {
 	assert.Equal(t, CodeSerialization, dls[0].Code)
 	assert.Contains(t, dls[0].Error, "building the task panicked: fragile: cannot marshal boom")
 	assert.NotEmpty(t, dls[0].Element, "the element travels with its dead letter")
+	assert.NotContains(t, dls[0].Error, "goroutine", "the stack is for the log, not the dead letter")
+
+	// The failure keeps where it panicked, for the one log line of the bundle.
+	b, err := f.builders.forElement(fragileOrder{})
+	require.NoError(t, err)
+	_, _, err = b.build(fragileOrder{ID: "4", Note: "boom"})
+	var ef *elementFailure
+	require.ErrorAs(t, err, &ef)
+	assert.Contains(t, ef.stack, "fragile.MarshalJSON")
+	assert.LessOrEqual(t, len(ef.stack), maxPanicStack)
 }
 
 // BenchmarkTaskUTF8Check is what the UTF-8 check costs a typical HTTP task: a URL, three

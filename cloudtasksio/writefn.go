@@ -26,12 +26,13 @@ type writeFn struct {
 	Spec *sinkSpec
 
 	createBase[*pendingTask]
-	builders   elementBuilders
-	queueFn    reflectx.Func1x2
-	emit       func(beam.EventTime, deadletter.FailedElement)
-	dropped    int                        // elements LogAndDrop dropped in this bundle
-	elemEnc    *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
-	elemEncErr error                      // why elemEnc is nil under DeadLetter
+	builders    elementBuilders
+	queueFn     reflectx.Func1x2
+	emit        func(beam.EventTime, deadletter.FailedElement)
+	dropped     int                        // elements LogAndDrop dropped in this bundle
+	panicLogged bool                       // a panic while building a task was logged in this bundle
+	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
+	elemEncErr  error                      // why elemEnc is nil under DeadLetter
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -87,6 +88,7 @@ func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, dea
 		return err
 	}
 	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
+	f.panicLogged = false
 	f.start(clientCreator(client), engineOptions(f.Spec.Writer), f)
 	f.emit = emit
 	return nil

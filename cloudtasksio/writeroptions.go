@@ -109,7 +109,7 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	}
 	// maxRecoveryBackoff bounds every recovery backoff: a typo such as 2562047h would park a
 	// retry, and its bundle, for centuries.
-	const maxRecoveryBackoff = time.Hour
+	const maxRecoveryBackoff = 30 * 24 * time.Hour
 	durations := []struct {
 		name string
 		v    *time.Duration

@@ -47,16 +47,18 @@ func parseAvroOptions(opts map[string]string) (avroOptions, error) {
 type avroWrite func(w *avroWriter, v reflect.Value) error
 
 // avroWriter is the writer of one Encode, with how deeply recursive records are nested at the
-// value being written.
+// value being written and, past cycleCheckDepth, the addresses of the records on that path.
 type avroWriter struct {
 	*hamba.Writer
 	depth int
+	path  map[uintptr]bool
 }
 
-// maxRecordDepth bounds how deeply a recursive record type nests in one value: deeper, the
-// value is taken for a cycle (a linked list or tree that points back into itself), which would
-// otherwise recurse until the goroutine's stack overflows and the worker process dies.
-const maxRecordDepth = 1000
+// cycleCheckDepth is the nesting of a recursive record type past which each record's address
+// is remembered along the path: a value that points back into itself (a linked list or tree
+// with a cycle) would otherwise recurse until the goroutine's stack overflows and the worker
+// process dies. A long list that ends is encoded, as encoding/json does.
+const cycleCheckDepth = 1000
 
 // avroEncoder writes Avro binary (a single datum, no container file and no schema prefix).
 // The plan of which Go value goes where is compiled from the schema and the Go type once, at
@@ -244,12 +246,20 @@ func (c *avroCompiler) compile(sch hamba.Schema, t reflect.Type, path string) (a
 		key := avroKey{sch, t}
 		if p, ok := c.memo[key]; ok {
 			return func(w *avroWriter, v reflect.Value) error {
-				if w.depth++; w.depth > maxRecordDepth {
-					return fmt.Errorf("%s: the value nests record %s more than %d deep; it is taken for a cycle", path, sch.FullName(), maxRecordDepth)
+				w.depth++
+				defer func() { w.depth-- }()
+				if w.depth > cycleCheckDepth && v.CanAddr() {
+					addr := v.UnsafeAddr()
+					if w.path[addr] {
+						return fmt.Errorf("%s: the value holds a cycle: a record %s contains itself", path, sch.FullName())
+					}
+					if w.path == nil {
+						w.path = map[uintptr]bool{}
+					}
+					w.path[addr] = true
+					defer delete(w.path, addr)
 				}
-				err := (*p)(w, v)
-				w.depth--
-				return err
+				return (*p)(w, v)
 			}, nil
 		}
 		p := new(avroWrite)

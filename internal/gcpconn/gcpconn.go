@@ -14,6 +14,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -44,8 +45,8 @@ func CheckEndpoint(endpoint string) error {
 	// A path, query or fragment may carry a token or an API key (?key=...): never repeat it
 	// either. It starts at the first '/', '?' or '#' after the scheme's "://", if any.
 	from := 0
-	if i := strings.Index(shown, "://"); i >= 0 {
-		from = i + len("://")
+	if i := strings.Index(shown, "://"); i >= 0 && !strings.ContainsAny(shown[:i], "/?#") {
+		from = i + len("://") // a leading scheme's, not one inside a query or fragment
 	}
 	if cut := strings.IndexAny(shown[from:], "/?#"); cut >= 0 {
 		shown = shown[:from+cut] + "<path, query or fragment removed>"
@@ -80,11 +81,11 @@ func CheckEndpoint(endpoint string) error {
 		return bad("the host is empty")
 	case strings.Contains(host, "/"):
 		return bad("the host contains '/'")
-	case net.ParseIP(host) == nil && strings.IndexFunc(host, func(r rune) bool { return !isHostChar(r) }) >= 0:
+	case !isIPAddr(host) && strings.IndexFunc(host, func(r rune) bool { return !isHostChar(r) }) >= 0:
 		return bad("the host may hold only letters, digits, '-', '.' and '_'")
 	case len(host) > MaxHostBytes:
 		return bad(fmt.Sprintf("the host is %d bytes long; a host name has at most %d", len(host), MaxHostBytes))
-	case net.ParseIP(host) == nil && longLabel(host):
+	case !isIPAddr(host) && longLabel(host):
 		return bad(fmt.Sprintf("a label of the host (a part between dots) is over %d bytes", maxLabelBytes))
 	}
 	if portText == "" || len(portText) > 5 || strings.TrimLeft(portText, "0123456789") != "" {
@@ -219,4 +220,11 @@ func fileError(err error) error {
 // included, as container and compose service names use them).
 func isHostChar(r rune) bool {
 	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_'
+}
+
+// isIPAddr reports whether host is an IP address, an IPv6 one with a zone ("fe80::1%eth0")
+// included.
+func isIPAddr(host string) bool {
+	_, err := netip.ParseAddr(host)
+	return err == nil
 }

@@ -47,6 +47,8 @@ func TestCheckEndpointSaysWhatToFixAndRepeatsNoSecret(t *testing.T) {
 		{"http://127.0.0.1:8443?key=AIzaFAKEKEY", "drop the scheme", "AIzaFAKEKEY"},
 		{"127.0.0.1:443/?key=AIzaFAKEKEY", "", "AIzaFAKEKEY"},
 		{"emu#frag:8080", "the host may hold only letters", "frag:8080"},
+		{"127.0.0.1:8123/?next=http://a&access_token=ya29.SECRET", "", "SECRET"},
+		{"[::1]:8123/cb#state=x://y&token=SECRET", "", "SECRET"},
 		// A host holds letters, digits, '-', '.' and '_' only.
 		{"local%host:8080", "the host may hold only letters, digits, '-', '.' and '_'", ""},
 	} {
@@ -61,6 +63,7 @@ func TestCheckEndpointSaysWhatToFixAndRepeatsNoSecret(t *testing.T) {
 	assert.NoError(t, CheckEndpoint(strings.Repeat("a", 63)+".example.com:443"), "63-byte labels are fine")
 	assert.NoError(t, CheckEndpoint("cloud_tasks-emulator.local:8123"), "a compose service name with '_'")
 	assert.NoError(t, CheckEndpoint("[::1]:8123"))
+	assert.NoError(t, CheckEndpoint("[fe80::1%eth0]:8080"), "a zoned IPv6 address")
 }
 
 func FuzzCheckEndpoint(f *testing.F) {
