@@ -98,6 +98,25 @@ func (qd *queueDispatch) push(e *taskEntry) {
 	heap.Push(&qd.due, dueItem{at: e.t.GetScheduleTime().AsTime(), seq: e.seq, gen: e.d.gen, e: e})
 }
 
+// compact drops the stale items once they outnumber the live ones (at least minCompact
+// items in all): a queue whose items never reach the top (no dispatcher, a paused or disabled
+// queue) would otherwise keep every deleted task, body and all, for the life of the server.
+func (qd *queueDispatch) compact(live int) {
+	const minCompact = 64
+	if len(qd.due) < minCompact || len(qd.due) <= 2*live {
+		return
+	}
+	kept := qd.due[:0]
+	for _, it := range qd.due {
+		if !it.e.d.removed && it.gen == it.e.d.gen {
+			kept = append(kept, it)
+		}
+	}
+	clear(qd.due[len(kept):]) // the dropped items' tasks can be collected
+	qd.due = kept
+	heap.Init(&qd.due)
+}
+
 // top returns the earliest live item, dropping stale ones.
 func (qd *queueDispatch) top() (dueItem, bool) {
 	for len(qd.due) > 0 {

@@ -22,6 +22,7 @@ func (st *store) removeLocked(e *taskEntry, now time.Time) {
 	name := e.t.Name
 	delete(e.queue.tasks, name)
 	delete(st.tasks, name)
+	e.queue.disp.compact(len(e.queue.tasks))
 	ttl, _ := st.tombstoneTTL(e.queue.q.Name)
 	st.tombstones[name] = now.Add(ttl)
 	if len(st.tombstones) >= st.sweepAt {
