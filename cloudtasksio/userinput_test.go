@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 )
@@ -28,6 +29,25 @@ import (
 type headerOrder struct {
 	ID      string            `json:"id"`
 	Headers map[string]string `cloudtasks:"headers"`
+}
+
+// bundleWriteFnFor is a set-up writeFn for elements like elem, writing to srv's bundle queue
+// with cfg's target and policy.
+func bundleWriteFnFor(t *testing.T, srv *cloudtaskstest.Server, cfg Config, elem any) *writeFn {
+	t.Helper()
+	q, err := ParseQueue(bundleQueue)
+	require.NoError(t, err)
+	cfg.Queue, cfg.EmulatorEndpoint = q, srv.Addr
+	spec, err := compile(cfg, typeOf(elem))
+	require.NoError(t, err)
+	f := &writeFn{Spec: spec}
+	require.NoError(t, f.Setup())
+	return f
+}
+
+// jsonTarget is the HTTP target of these tests: a fixed URL, a JSON body.
+func jsonTarget() *HTTPTarget {
+	return &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()}
 }
 
 // runBundle writes elems in one bundle of f and returns the dead letters and the bundle's error.
@@ -67,14 +87,7 @@ func TestAnElementWithInvalidUTF8InItsURLIsDeadLetteredNotSent(t *testing.T) {
 
 func TestAnElementWithAnInvalidUTF8HeaderIsDroppedUnderLogAndDrop(t *testing.T) {
 	srv := newBundleServer(t)
-	q, err := ParseQueue(bundleQueue)
-	require.NoError(t, err)
-	cfg := Config{Queue: q, HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
-		OnFailure: LogAndDrop, EmulatorEndpoint: srv.Addr}
-	spec, err := compile(cfg, typeOf(headerOrder{}))
-	require.NoError(t, err)
-	f := &writeFn{Spec: spec}
-	require.NoError(t, f.Setup())
+	f := bundleWriteFnFor(t, srv, Config{HTTP: jsonTarget(), OnFailure: LogAndDrop}, headerOrder{})
 	ctx, counters := metricsContext()
 	require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
 	require.NoError(t, f.ProcessElement(ctx, 0, headerOrder{ID: "good"}, discardDeadLetters))
@@ -154,13 +167,7 @@ func TestASerializerThatPanicsOrReturnsATypedNilErrorFailsOnlyItsElement(t *test
 	for name, fn := range map[string]any{"panic": panicOnBad, "typed nil error": typedNilOnBad} {
 		t.Run(name, func(t *testing.T) {
 			srv := newBundleServer(t)
-			q, err := ParseQueue(bundleQueue)
-			require.NoError(t, err)
-			cfg := Config{Queue: q, Serializer: fn, OnFailure: DeadLetter, EmulatorEndpoint: srv.Addr}
-			spec, err := compile(cfg, typeOf(plainOrder{}))
-			require.NoError(t, err)
-			f := &writeFn{Spec: spec}
-			require.NoError(t, f.Setup())
+			f := bundleWriteFnFor(t, srv, Config{Serializer: fn, OnFailure: DeadLetter}, plainOrder{})
 			dls, err := runBundle(t, f, plainOrder{ID: "1"}, plainOrder{ID: "bad"}, plainOrder{ID: "2"})
 			require.NoError(t, err)
 			assert.Len(t, srv.Tasks(bundleQueue), 2)
@@ -212,14 +219,7 @@ type fragileOrder struct {
 
 func TestABodyFieldWhoseMarshalerPanicsFailsOnlyItsElement(t *testing.T) {
 	srv := newBundleServer(t)
-	q, err := ParseQueue(bundleQueue)
-	require.NoError(t, err)
-	cfg := Config{Queue: q, HTTP: &HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
-		OnFailure: DeadLetter, EmulatorEndpoint: srv.Addr}
-	spec, err := compile(cfg, typeOf(fragileOrder{}))
-	require.NoError(t, err)
-	f := &writeFn{Spec: spec}
-	require.NoError(t, f.Setup())
+	f := bundleWriteFnFor(t, srv, Config{HTTP: jsonTarget(), OnFailure: DeadLetter}, fragileOrder{})
 	dls, err := runBundle(t, f, fragileOrder{ID: "1", Note: "fine"}, fragileOrder{ID: "2", Note: "boom"}, fragileOrder{ID: "3"})
 	require.NoError(t, err)
 	assert.Len(t, srv.Tasks(bundleQueue), 2)
