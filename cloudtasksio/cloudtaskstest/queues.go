@@ -191,30 +191,28 @@ func (st *store) updateQueue(in *cloudtaskspb.Queue, paths []string) (*cloudtask
 		}
 	}
 
+	// The copy, its change and the write back happen under one hold of the lock, so two
+	// concurrent updates of one queue each see the other's change (the work under it is a
+	// few field copies and checks, no I/O).
 	st.mu.Lock()
-	qs, exists := st.queues[in.GetName()]
 	var q *cloudtaskspb.Queue
-	if exists {
+	if qs, exists := st.queues[in.GetName()]; exists {
 		q = proto.Clone(qs.q).(*cloudtaskspb.Queue)
 	} else {
 		q = &cloudtaskspb.Queue{Name: in.GetName(), State: cloudtaskspb.Queue_RUNNING}
 	}
-	st.mu.Unlock()
-
 	for _, p := range paths {
 		if err := copyPath(q.ProtoReflect(), src.ProtoReflect(), strings.Split(p, ".")); err != nil {
+			st.mu.Unlock()
 			return nil, invalid("update_mask: %s is not a field of Queue", echo(p))
 		}
 	}
 	if err := validateQueueConfig(q); err != nil {
+		st.mu.Unlock()
 		return nil, err
 	}
 	normalizeQueue(q, keepZeroDoublings)
-
-	st.mu.Lock()
 	if cur, ok := st.queues[q.Name]; ok {
-		// Keep state changes made since the copy was taken.
-		q.State, q.PurgeTime = cur.q.State, cur.q.PurgeTime
 		cur.q = q
 	} else {
 		st.queues[q.Name] = &queueState{q: q, tasks: map[string]*taskEntry{}}

@@ -29,7 +29,7 @@
 //	                            answer CreateTask RESOURCE_EXHAUSTED above RATE creates
 //	                            per second per queue (a token bucket of BURST, default
 //	                            RATE rounded up); for QUEUE only, or every queue; repeatable
-//	-create-quota-retry-info    quota rejections carry a google.rpc.RetryInfo delay
+//	-create-quota-retry-info    quota rejections carry a google.rpc.RetryInfo delay (with -create-quota only)
 //	-create-latency DURATION    delay every CreateTask answer by DURATION (such as 30ms),
 //	                            rejected or not, as a distant region would
 //	-no-dispatch                store tasks without dispatching them (load tests)
@@ -323,6 +323,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	}
 	if *createLatency < 0 || *createLatency > maxCreateLatency {
 		return usagef("-create-latency %v: want a duration from 0 to %v, such as 30ms", *createLatency, maxCreateLatency)
+	}
+	if *quotaRetryInfo && len(quotas) == 0 {
+		return usagef("-create-quota-retry-info: there is no quota to reject with it; give -create-quota too")
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 

@@ -480,6 +480,7 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 		"negative latency":  {[]string{"-port", "0", "-create-latency", "-1ms"}, "-create-latency", nil},
 		"latency too long":  {[]string{"-port", "0", "-create-latency", "1h"}, "-create-latency", nil},
 		"latency no unit":   {[]string{"-port", "0", "-create-latency", "30"}, "-create-latency", nil},
+		"retry info alone":  {[]string{"-port", "0", "-create-quota-retry-info"}, "-create-quota-retry-info", nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
