@@ -156,58 +156,6 @@ type Adaptive struct {
 // NewAdaptive returns an Adaptive of its own, sharing nothing with any other.
 func NewAdaptive() *Adaptive { return &Adaptive{} }
 
-// QueueLimit is a snapshot of one queue's adaptive state.
-type QueueLimit struct {
-	// Limit is the current concurrency limit as one engine sees it, between 1
-	// and Cap: in slow start the limit it grew plus its floor (initialRate
-	// times the round trip), at least 1 (one create may always be in flight)
-	// and at most Cap; once paced the
-	// creates the rate keeps in flight at the measured round trip (Rate times
-	// RTT, at least 1).
-	Limit float64
-	// Cap is the largest MaxInFlight of the engines that used the queue. Slow
-	// start paces its creates over the round trip up to it, and from it on
-	// starts them at once.
-	Cap int
-	// InFlight is the number of creates to the queue in flight now, across
-	// every engine sharing the Adaptive, a create waiting for its paced start
-	// included.
-	InFlight int
-	// PausedUntil is when the queue's creates may start again after a
-	// RetryInfo delay; zero or past when they are not paused.
-	PausedUntil time.Time
-	// Decreases counts the decreases so far, the one ending slow start
-	// included.
-	Decreases int
-	// Rate is the rate, in creates per second, at which the queue's creates
-	// start; 0 in slow start, before any create to the queue was rejected
-	// (a queue started at Options.StartRate has one from the start).
-	Rate float64
-	// RTT is the smoothed round trip of the queue's creates; 0 before the
-	// first answer.
-	RTT time.Duration
-	// Unit is the rate, in creates per second, that the paced rate's growth
-	// after a decrease is a share of; 0 in slow start.
-	Unit float64
-}
-
-// Queue returns the state of the queue at path; the zero QueueLimit for a
-// queue no engine has used.
-func (a *Adaptive) Queue(path string) QueueLimit {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	q := a.queues[path]
-	if q == nil {
-		return QueueLimit{}
-	}
-	limit := max(1, min(q.slowStartLimit(time.Now()), float64(q.cap)))
-	if q.rate > 0 {
-		limit = min(float64(q.cap), max(1, q.rate*q.rtt.Seconds()))
-	}
-	return QueueLimit{Limit: limit, Cap: q.cap, InFlight: q.inFlight, PausedUntil: q.pausedUntil,
-		Decreases: q.decreases, Rate: q.rate, RTT: q.rtt, Unit: q.unit}
-}
-
 // queueLimit is the adaptive state of one queue, guarded by Adaptive.mu.
 type queueLimit struct {
 	limit    float64 // slow start's concurrency limit
@@ -267,6 +215,8 @@ type queueLimit struct {
 	// through rather than what the process had to send.
 	boundAt  time.Time
 	accepted acceptedRate
+	// ahead are slow start's booked slots, by permit seq (adaptive_ahead.go).
+	ahead map[uint64]time.Time
 	// waiters are the wake channels of engines holding requests for the
 	// queue; a release signals each without blocking.
 	waiters map[chan struct{}]struct{}
@@ -312,6 +262,8 @@ type permit struct {
 	// binding is true when the limit or the rate held the create back, or
 	// nearly: only such creates make the limit or the rate grow.
 	binding bool
+	// booked is true for a slow start slot ahead of the grant (adaptive_ahead.go).
+	booked bool
 }
 
 // acquire lets one create to queue go, or says why not. A granted permit's
@@ -352,12 +304,22 @@ func (a *Adaptive) acquire(queue string, cap int, startRate float64, now time.Ti
 			q.busySince = now
 		}
 		limit := q.slowStartLimit(now)
+		inFlight, lapseAt := q.inFlight, time.Time{}
+		if len(q.ahead) > 0 {
+			var n int
+			n, lapseAt = q.lapsed(now)
+			inFlight -= n
+		}
 		// One create may always be in flight: a limit below one paces a
 		// single create over more than a round trip.
-		if q.inFlight > 0 && float64(q.inFlight+1) > limit {
-			return permit{}, false, q.unansweredGrowth()
+		if inFlight > 0 && float64(inFlight+1) > limit {
+			until := q.unansweredGrowth()
+			if !lapseAt.IsZero() && (until.IsZero() || lapseAt.Before(until)) {
+				until = lapseAt
+			}
+			return permit{}, false, until
 		}
-		p.binding = float64(q.inFlight+1) >= limit/2
+		p.binding = float64(inFlight+1) >= limit/2
 		if q.rtt > 0 && limit < float64(q.cap) {
 			// Spread the window over a round trip: a quota's bucket takes
 			// an even rate that it would refuse in one burst. The window
@@ -373,6 +335,9 @@ func (a *Adaptive) acquire(queue string, cap int, startRate float64, now time.Ti
 				q.next = late
 			}
 			p.start, _ = q.slot(now, (1+q.slowStartStep())*limit/q.rtt.Seconds())
+			if p.start.After(now) {
+				q.book(&p)
+			}
 		}
 	}
 	q.inFlight++
@@ -419,6 +384,7 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 	q := a.queues[p.queue]
 	defer a.settle(q)
 	q.inFlight--
+	q.unbook(p)
 	q.answered = latest(q.answered, at)
 	if o != outcomeOther && at.After(p.start) {
 		sample := at.Sub(p.start)

@@ -61,6 +61,9 @@ func (e *Engine[T]) start(r *Request[T], p *permit) {
 	e.inFlight++
 	r.attempts++
 	creator, timeout, done, ctx, adaptive := e.creator, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
+	if p != nil && p.booked {
+		adaptive.begin(*p)
+	}
 	named := r.Create.GetTask().GetName() != ""
 	go func() {
 		if timeout > 0 {

@@ -1,0 +1,64 @@
+package engine
+
+// Slow start's booked slots (adaptive.go). Slow start spreads a round trip's
+// creates over it, so a create it lets through may start at a slot a little
+// ahead; its engine holds the request until then, and the permit counts as in
+// flight from the grant. An engine starts its held requests only inside its
+// own Submit or Flush. Beam runs the DoFns of sibling steps (two Write steps
+// fed by one PCollection, fused into one stage) one after the other on the
+// bundle's goroutine: while one sibling waits in its Submit or Flush, the
+// other is not called, and a slot it booked would keep the queue's create in
+// flight taken with nothing on the wire, so the waiting engine, refused for
+// it, would wait for a release that never comes. A booked slot not started
+// within a horizon of its time therefore stops counting against slow start's
+// limit, and a refusal while slots are booked says when the next one lapses.
+// A lapsed slot started late overshoots the limit by one create at most.
+
+import "time"
+
+// book records p, granted with a start ahead of the grant, as a booked slot.
+func (q *queueLimit) book(p *permit) {
+	if q.ahead == nil {
+		q.ahead = map[uint64]time.Time{}
+	}
+	q.ahead[p.seq] = p.start
+	p.booked = true
+}
+
+// unbook forgets p's booked slot: its create started, or it was given back.
+func (q *queueLimit) unbook(p permit) {
+	if p.booked {
+		delete(q.ahead, p.seq)
+	}
+}
+
+// lapsed counts the booked slots whose create has not started within a
+// horizon of the slot's time, and returns when the next of the others lapses
+// (zero if none).
+func (q *queueLimit) lapsed(now time.Time) (n int, next time.Time) {
+	grace := q.horizon()
+	for _, start := range q.ahead {
+		end := start.Add(grace)
+		if !end.After(now) {
+			n++
+			continue
+		}
+		if next.IsZero() || end.Before(next) {
+			next = end
+		}
+	}
+	return n, next
+}
+
+// begin tells the Adaptive that the create of p started; a no-op unless p
+// holds a booked slot.
+func (a *Adaptive) begin(p permit) {
+	if a == nil || !p.booked {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if q := a.queues[p.queue]; q != nil {
+		q.unbook(p)
+	}
+}
