@@ -19,10 +19,14 @@ import (
 )
 
 // clientKey is one client setting: every DoFn instance of a worker process that publishes
-// with the same key shares one client and publisher.
+// with the same key shares one client and publisher. checkTimeout, the step's FlushTimeout,
+// bounds the topic check and is part of the key: two steps writing to one topic with different
+// FlushTimeouts each check it under their own bound, and a check that timed out under a short
+// one is not remembered as the other step's failure.
 type clientKey struct {
 	topic, endpoint, keyFile string
 	settings                 gcpconn.ClientSettings
+	checkTimeout             time.Duration
 }
 
 // sharedPublisher is the per-process publisher of one clientKey. The topic has been checked
@@ -47,6 +51,7 @@ var publishers gcpconn.Cache[clientKey, *sharedPublisher]
 // Clients are never closed: portable runners do not call Teardown, and a worker process
 // lives as long as its pipeline.
 func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration) (*sharedPublisher, error) {
+	key.checkTimeout = checkTimeout
 	return publishers.Get(ctx, key, func() (*sharedPublisher, error) {
 		// The creation outlives the bundle that started it and serves them all: it runs
 		// on a context of its own.

@@ -24,7 +24,6 @@ import (
 	"flag"
 	"os"
 
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/deadletters/deadletters"
@@ -44,6 +43,6 @@ func run(ctx context.Context) error {
 	defer ct.Close()
 	pubSub, stopPubSub := deadletters.StartPubSub(*pubSubEmulator)
 	defer stopPubSub()
-	_, err := replay.Demo(ctx, exampleenv.Env{CloudTasks: ct, Runner: beamx.RunWithMetrics, Out: os.Stdout}, pubSub)
+	_, err := replay.Demo(ctx, exampleenv.Env{CloudTasks: ct, Runner: exampleenv.RunWithMetrics, Out: os.Stdout}, pubSub)
 	return err
 }

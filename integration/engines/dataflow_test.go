@@ -90,6 +90,8 @@ func dryRunCases(t *testing.T) []dryRunCase {
 		{Binary: "dynamicqueues", Args: []string{"--verbose"}, Composites: []string{"cloudtasksio.Write"}},
 		{Binary: "deadletters", Args: []string{"--verbose"}, Composites: []string{"cloudtasksio.Write", "ToPubSub"}},
 		{Binary: "exactlyonce", Args: []string{"--verbose"}, Composites: []string{"cloudtasksio.Write"}, Reshuffle: "cloudtasksio.Write"},
+		// replay translates its dead-letter pipeline, then the replay, printed last and checked.
+		{Binary: "replay", Args: []string{"--verbose"}, Composites: []string{"replay", "cloudtasksio.Write"}},
 	}
 	kafka := dryRunCase{Binary: "kafka-to-cloudtasks", Composites: []string{"cloudtasksio.Write"}, External: "KafkaIO.Read"}
 	if addr := os.Getenv(expansionAddrEnv); addr != "" {

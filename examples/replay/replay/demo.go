@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -84,13 +85,21 @@ func Demo(ctx context.Context, env exampleenv.Env, pubSubEndpoint string) (*Demo
 		}
 	}
 	res := &DemoResult{}
-	if res.DeadLetters, err = deadletters.Run(ctx, env, deadletters.Options{Settings: set, Orders: deadletters.DemoOrders()}); err != nil {
+	res.DeadLetters, err = deadletters.Run(ctx, env, deadletters.Options{Settings: set, Orders: deadletters.DemoOrders()})
+	dryRun := errors.Is(err, exampleenv.ErrDryRun)
+	if err != nil && !dryRun {
 		return nil, err
 	}
 	w := env.Output()
 	cfg := deadletters.Config(env.CloudTasks.Endpoint, set)
 	cfg.OnFailure = cloudtasksio.FailBundle
 	opts := Options{Subscription: FirstSubscription, PubSubEndpoint: pubSubEndpoint, Write: cfg, Fix: FixOrder}
+	if dryRun {
+		// The runner translated the dead-letter pipeline without running it: translate the
+		// replay too (the pipeline this example is about, printed last), and stop there.
+		_, err = Run(ctx, env, opts, reflect.TypeFor[deadletters.Order]())
+		return nil, err
+	}
 	fmt.Fprintln(w, "\nReplaying the dead letters with FixOrder:")
 	if res.First, err = Run(ctx, env, opts, reflect.TypeFor[deadletters.Order]()); err != nil {
 		return nil, err
