@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 
 	"golang.org/x/term"
@@ -67,8 +68,8 @@ func options() (quickstart.Options, error) {
 	switch {
 	case *orders < 1:
 		return quickstart.Options{}, errors.New("-orders must be at least 1")
-	case *rate <= 0:
-		return quickstart.Options{}, errors.New("-rate must be a positive number of dispatches per second")
+	case math.IsNaN(*rate) || *rate <= 0 || *rate > 500:
+		return quickstart.Options{}, fmt.Errorf("-rate %v: want dispatches per second in (0, 500], the Cloud Tasks maximum", *rate)
 	case *latency < 0:
 		return quickstart.Options{}, errors.New("-latency must not be negative")
 	}

@@ -24,7 +24,6 @@ import (
 	"flag"
 	"os"
 
-
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/deadletters/deadletters"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"

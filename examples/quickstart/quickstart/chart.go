@@ -2,6 +2,8 @@ package quickstart
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -13,14 +15,18 @@ import (
 const chartPoints = 200
 
 // CheckChart checks a chart file path given by name (a flag such as "-chart", or
-// "Options.Chart"): empty (no chart), or a path ending in .svg or .png in any case. The error
-// names name.
+// "Options.Chart"): empty (no chart), or a path ending in .svg or .png in any case, in a
+// folder that exists, so that a run is not made only to find at its end that its chart cannot
+// be written. The error names name.
 func CheckChart(name, path string) error {
 	if path == "" {
 		return nil
 	}
 	if _, err := perfchart.FormatOf(path); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
+	}
+	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
+		return fmt.Errorf("%s %q: the folder %q does not exist", name, path, filepath.Dir(path))
 	}
 	return nil
 }

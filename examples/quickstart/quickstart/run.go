@@ -76,6 +76,10 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
+// maxDeliveryWait bounds the time Run waits for the queue's deliveries at the rate it set
+// (twice this, plus 30 s).
+const maxDeliveryWait = 7 * 24 * time.Hour
+
 // Run runs the example against env's in-process server (it adds latency to the server's
 // creates, watches them, and waits for its dispatch, so an external emulator does not do):
 // it starts the handler, creates the queue, runs the pipeline, shows progress on env.Out
@@ -148,8 +152,10 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 	// Creation is over; the queue keeps delivering at its pace. Allow twice the time the rate
 	// needs, plus slack, before calling it stuck.
 	created := srv.Stats().TasksCreated
-	need := time.Duration(float64(max(created-res.Burst, 0)) / res.Rate * float64(time.Second))
-	if err := waitDelivered(ctx, srv, created, 2*need+30*time.Second); err != nil {
+	// In float seconds, bounded before the conversion: at a tiny rate the time would overflow
+	// a Duration and wrap to a short wait.
+	need := min(float64(max(created-res.Burst, 0))/res.Rate, maxDeliveryWait.Seconds())
+	if err := waitDelivered(ctx, srv, created, time.Duration(2*need*float64(time.Second))+30*time.Second); err != nil {
 		return nil, err
 	}
 	stopProgress()
@@ -161,13 +167,17 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 	if res.Delivered <= res.Burst {
 		res.SteadyRate = 0 // the burst alone covered every delivery: nothing was paced
 	}
+	var chartErr error
 	if opts.Chart != "" {
-		if err := perfchart.Save(opts.Chart, timelineChart(creates.all(), recv.arrivals(), res.Rate)); err != nil {
-			return nil, fmt.Errorf("quickstart: writing the chart: %w", err)
+		if chartErr = perfchart.Save(opts.Chart, timelineChart(creates.all(), recv.arrivals(), res.Rate)); chartErr == nil {
+			res.Chart = opts.Chart
 		}
-		res.Chart = opts.Chart
 	}
+	// The summary of a finished run is printed even when its chart could not be written.
 	res.Print(out)
+	if chartErr != nil {
+		return res, fmt.Errorf("quickstart: writing the chart: %w", chartErr)
+	}
 	return res, nil
 }
 
