@@ -24,6 +24,15 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 	if want := 2000 / 2.0 / 1000; math.Abs(r.HeldShare-want) > 1e-9 {
 		t.Errorf("HeldShare = %v, want %v (the tasks after the first over 0.2 s to 2.2 s)", r.HeldShare, want)
 	}
+	if !math.IsNaN(r.HeldNet) && r.HeldNet != r.HeldShare {
+		t.Errorf("without a bucket, HeldNet = %v, want HeldShare %v", r.HeldNet, r.HeldShare)
+	}
+	// A bucket of 101 tokens: 100 of the tasks after the first came from it, not from the rate.
+	c.Burst = 101
+	if want := 1900 / 2.0 / 1000; math.Abs(summarizeScale(c, rs).HeldNet-want) > 1e-9 {
+		t.Errorf("HeldNet = %v, want %v (the bucket's head start left out)", summarizeScale(c, rs).HeldNet, want)
+	}
+	c.Burst = 0
 	if want := 1.4 / 2.4; math.Abs(r.FirstEnd-want) > 1e-9 {
 		t.Errorf("FirstEnd = %v, want %v", r.FirstEnd, want)
 	}
@@ -39,6 +48,9 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 	c.Quota = 0
 	if r := summarizeScale(c, rs); !math.IsNaN(r.QuotaShare) || !math.IsNaN(r.HeldShare) {
 		t.Errorf("without a quota: QuotaShare %v, HeldShare %v, want NaN", r.QuotaShare, r.HeldShare)
+	}
+	if r := summarizeScale(c, rs); r.T90 != scaleNever || t90(r.T90) != "never" {
+		t.Errorf("without a quota: T90 %v (%s), want never", r.T90, t90(r.T90))
 	}
 	c.Quota = 1000
 	one := []scaleWorkerResult{{Created: 1, FirstCreated: time.Second, LastCreated: time.Second, Duration: 2 * time.Second}}
