@@ -518,9 +518,9 @@ type scaleResult struct {
 	// round trip before the first answer and the one after the last, which no sink can avoid,
 	// and keeps everything between, slow start and a straggler's tail included.
 	HeldShare float64
-	// HeldNet is HeldShare without the bucket's head start: the tasks made after the first,
-	// less the bucket's tokens the queue held at the start (Burst-1 per queue), over the same
-	// span. A full bucket adds them on top of the rate, a few points of a short job's share at
+	// HeldNet is HeldShare without the bucket's head start, for a case of one queue (NaN for
+	// more): the tasks made after the first, less the bucket's tokens the queue held at the
+	// start but the one the first took (Burst-1), over the same span. A full bucket adds them on top of the rate, a few points of a short job's share at
 	// most (100 tokens of a 2,500-task job at 1,000/s: about 4 points); HeldNet never credits
 	// them.
 	HeldNet         float64
@@ -860,8 +860,13 @@ func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
 		}
 		if last > first && first >= 0 {
 			r.HeldShare = float64(r.Created-1) / (last - first).Seconds() / quota
-			headStart := float64(max(c.Burst-1, 0) * min(c.Queues, c.Tasks))
-			r.HeldNet = max(float64(r.Created-1)-headStart, 0) / (last - first).Seconds() / quota
+			if min(c.Queues, c.Tasks) == 1 {
+				// One queue: its bucket's tokens but the one the first task took. With many
+				// queues each bucket gives its head start, which a short run's span cannot
+				// tell from the rate: no net share.
+				headStart := float64(max(c.Burst-1, 0))
+				r.HeldNet = max(float64(r.Created-1)-headStart, 0) / (last - first).Seconds() / quota
+			}
 		}
 		const window = 5 // slots: 500 ms
 		for i := range r.CreatedPerSlot {
@@ -904,22 +909,26 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	if path == "" {
 		return
 	}
-	_, statErr := os.Stat(path)
+	header := []string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
+		"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share", "held_share_net", "created"}
+	old, statErr := os.ReadFile(path)
+	if first, _, _ := strings.Cut(string(old), "\n"); statErr == nil && len(old) > 0 && first != strings.Join(header, ",") {
+		b.Fatalf("%s: %s has a header of other columns (a file of an older harness?): append to a new file", scaleOutEnv, path)
+	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)
 	}
 	defer f.Close()
 	w := csv.NewWriter(f)
-	if os.IsNotExist(statErr) {
-		_ = w.Write([]string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
-			"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share", "held_share_net", "created"})
+	if len(old) == 0 {
+		_ = w.Write(header)
 	}
 	shares := slices.Clone(r.ProcShares)
 	sort.Float64s(shares)
 	_ = w.Write([]string{c.Name, strconv.Itoa(c.Procs), strconv.Itoa(c.Instances), strconv.Itoa(c.Tasks), strconv.Itoa(c.Queues),
 		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
-		t90(r.T90), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
+		t90(c, r.T90), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
 		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
 		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare), f3(r.HeldNet), strconv.Itoa(r.Created)})
 	w.Flush()
@@ -933,9 +942,13 @@ func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 // scaleNever is the T90 of a run whose created rate never reached 90% of the quota.
 const scaleNever = time.Duration(-1)
 
-// t90 is a T90 in seconds for the CSV file, or "never".
-func t90(d time.Duration) string {
-	if d == scaleNever {
+// t90 is a T90 of case c in seconds for the CSV file, "never", or "-" for a case without a
+// quota (nothing to reach).
+func t90(c scaleCase, d time.Duration) string {
+	switch {
+	case c.Quota == 0:
+		return "-"
+	case d == scaleNever:
 		return "never"
 	}
 	return f1(d.Seconds())

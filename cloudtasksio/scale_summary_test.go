@@ -24,7 +24,7 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 	if want := 2000 / 2.0 / 1000; math.Abs(r.HeldShare-want) > 1e-9 {
 		t.Errorf("HeldShare = %v, want %v (the tasks after the first over 0.2 s to 2.2 s)", r.HeldShare, want)
 	}
-	if !math.IsNaN(r.HeldNet) && r.HeldNet != r.HeldShare {
+	if r.HeldNet != r.HeldShare {
 		t.Errorf("without a bucket, HeldNet = %v, want HeldShare %v", r.HeldNet, r.HeldShare)
 	}
 	// A bucket of 101 tokens: 100 of the tasks after the first came from it, not from the rate.
@@ -32,7 +32,12 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 	if want := 1900 / 2.0 / 1000; math.Abs(summarizeScale(c, rs).HeldNet-want) > 1e-9 {
 		t.Errorf("HeldNet = %v, want %v (the bucket's head start left out)", summarizeScale(c, rs).HeldNet, want)
 	}
-	c.Burst = 0
+	// Several queues: each bucket gives its head start, and no net share is read.
+	c.Queues = 4
+	if r := summarizeScale(c, rs); !math.IsNaN(r.HeldNet) {
+		t.Errorf("with 4 queues, HeldNet = %v, want NaN", r.HeldNet)
+	}
+	c.Burst, c.Queues = 0, 1
 	if want := 1.4 / 2.4; math.Abs(r.FirstEnd-want) > 1e-9 {
 		t.Errorf("FirstEnd = %v, want %v", r.FirstEnd, want)
 	}
@@ -49,8 +54,11 @@ func TestScaleSummaryHeldShare(t *testing.T) {
 	if r := summarizeScale(c, rs); !math.IsNaN(r.QuotaShare) || !math.IsNaN(r.HeldShare) {
 		t.Errorf("without a quota: QuotaShare %v, HeldShare %v, want NaN", r.QuotaShare, r.HeldShare)
 	}
-	if r := summarizeScale(c, rs); r.T90 != scaleNever || t90(r.T90) != "never" {
-		t.Errorf("without a quota: T90 %v (%s), want never", r.T90, t90(r.T90))
+	if r := summarizeScale(c, rs); t90(c, r.T90) != "-" {
+		t.Errorf("without a quota: T90 %v reads %q, want -", r.T90, t90(c, r.T90))
+	}
+	if c.Quota = 1000; t90(c, scaleNever) != "never" {
+		t.Errorf("a T90 never reached reads %q, want never", t90(c, scaleNever))
 	}
 	c.Quota = 1000
 	one := []scaleWorkerResult{{Created: 1, FirstCreated: time.Second, LastCreated: time.Second, Duration: 2 * time.Second}}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -19,15 +20,20 @@ func TestTheChartFlagTakesAnSVGOrPNGFile(t *testing.T) {
 		require.NoError(t, err, ok)
 		assert.Equal(t, ok, opts.Chart)
 	}
-	for _, bad := range []string{"run.jpg", "run", "run.svg.txt", filepath.Join(dir, "missing", "run.svg")} {
+	notAFolder := filepath.Join(dir, "file")
+	require.NoError(t, os.WriteFile(notAFolder, nil, 0o644))
+	for _, bad := range []string{"run.jpg", "run", "run.svg.txt", filepath.Join(dir, "missing", "run.svg"), filepath.Join(notAFolder, "run.svg")} {
 		*chart = bad
 		_, err := options()
 		require.Error(t, err, bad)
 		assert.Contains(t, err.Error(), "-chart", "the error names the flag")
 		assert.Contains(t, err.Error(), bad)
-		if filepath.Dir(bad) == dir+"/missing" {
+		switch filepath.Dir(bad) {
+		case filepath.Join(dir, "missing"):
 			assert.Contains(t, err.Error(), "does not exist")
-		} else {
+		case notAFolder:
+			assert.Contains(t, err.Error(), "is not a folder")
+		default:
 			assert.Contains(t, err.Error(), ".svg or .png")
 		}
 	}

@@ -12,7 +12,9 @@ package engine
 // it, would wait for a release that never comes. A booked slot not started
 // within a horizon of its time therefore stops counting against slow start's
 // limit, and a refusal while slots are booked says when the next one lapses.
-// A lapsed slot started late overshoots the limit by one create at most.
+// A lapsed slot started late puts one create over the limit; each engine holds
+// at most one booked slot per queue, so the queue goes over by at most one
+// create per engine whose goroutine was held up past its slot.
 
 import "time"
 

@@ -1,7 +1,9 @@
 package quickstart
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,8 +27,14 @@ func CheckChart(name, path string) error {
 	if _, err := perfchart.FormatOf(path); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	if st, err := os.Stat(filepath.Dir(path)); err != nil || !st.IsDir() {
-		return fmt.Errorf("%s %q: the folder %q does not exist", name, path, filepath.Dir(path))
+	dir := filepath.Dir(path)
+	switch st, err := os.Stat(dir); {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%s %q: the folder %q does not exist", name, path, dir)
+	case err != nil:
+		return fmt.Errorf("%s %q: the folder %q cannot be read: %w", name, path, dir, err)
+	case !st.IsDir():
+		return fmt.Errorf("%s %q: %q is not a folder", name, path, dir)
 	}
 	return nil
 }

@@ -50,7 +50,8 @@ type Options struct {
 	ProgressWidth int
 	// Chart, when set, is the path of a chart of the tasks created and delivered over time
 	// that Run writes once every task is delivered: SVG or PNG, by the extension (.svg, .png,
-	// any case). Another extension is an error naming Options.Chart.
+	// any case), in a folder that exists. Another extension, or a folder that does not exist,
+	// is an error naming Options.Chart, before anything runs.
 	Chart string
 }
 
