@@ -66,6 +66,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/perfchart"
@@ -525,18 +526,23 @@ type scaleResult struct {
 	// them.
 	HeldNet         float64
 	RejectedPerTask float64
-	T90             time.Duration // first time the created rate over 500 ms reached 90% of the quota; scaleNever: never
-	ProcShares      []float64     // each process's created rate over its run, as a share of the sum
-	Jain            float64       // Jain's fairness index of those rates
-	FailedBundles   int
-	FirstWaitP50    time.Duration
-	FirstWaitP99    time.Duration
-	FirstEnd        float64 // when the first process ended, as a share of the run
-	MaxRSSMiB       float64 // the largest worker's peak RSS
-	Created         int
-	Wall            time.Duration
-	CreatedPerSlot  []int
-	RejectedPerSlot []int
+	// ServerRejectedPerTask is the emulator's count of quota refusals over the tasks it
+	// stored, and ServerCreated those tasks: RejectedPerTask and Created as the server saw
+	// them, which a create cancelled after the server decided it does not escape.
+	ServerRejectedPerTask float64
+	ServerCreated         int
+	T90                   time.Duration // first time the created rate over 500 ms reached 90% of the quota; scaleNever: never
+	ProcShares            []float64     // each process's created rate over its run, as a share of the sum
+	Jain                  float64       // Jain's fairness index of those rates
+	FailedBundles         int
+	FirstWaitP50          time.Duration
+	FirstWaitP99          time.Duration
+	FirstEnd              float64 // when the first process ended, as a share of the run
+	MaxRSSMiB             float64 // the largest worker's peak RSS
+	Created               int
+	Wall                  time.Duration
+	CreatedPerSlot        []int
+	RejectedPerSlot       []int
 }
 
 // BenchmarkScale runs the multi-process harness; see the top of this file. One iteration per
@@ -618,6 +624,7 @@ func BenchmarkScale(b *testing.B) {
 				}
 			}
 			b.ReportMetric(r.RejectedPerTask, "rejected/task")
+			b.ReportMetric(r.ServerRejectedPerTask, "rejected/task-server")
 			b.ReportMetric(r.Jain, "jain-fairness")
 			b.ReportMetric(float64(r.FailedBundles), "failed-bundles")
 			b.ReportMetric(float64(r.FirstWaitP50.Microseconds())/1000, "first-wait-p50-ms")
@@ -688,10 +695,12 @@ func buildScaleEmulator(b *testing.B) string {
 	return bin
 }
 
-// startScaleEmulator starts the emulator in a process of its own and returns its address.
-func startScaleEmulator(b *testing.B, bin string, c scaleCase) string {
+// startScaleEmulator starts the emulator in a process of its own and returns its address and
+// a function that stops it and returns its counters (-stats-on-exit): what the server decided,
+// to check what the workers' clients counted against.
+func startScaleEmulator(b *testing.B, bin string, c scaleCase) (string, func() cloudtaskstest.Stats) {
 	b.Helper()
-	args := []string{"-port", "0", "-no-dispatch", "-log-level", "warn", "-create-latency", c.Latency.String()}
+	args := []string{"-port", "0", "-no-dispatch", "-log-level", "warn", "-create-latency", c.Latency.String(), "-stats-on-exit"}
 	if c.Quota > 0 {
 		args = append(args, "-create-quota", fmt.Sprintf("%v/%d", c.Quota, c.Burst))
 	}
@@ -707,20 +716,48 @@ func startScaleEmulator(b *testing.B, bin string, c scaleCase) string {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	stdout := bufio.NewReader(out)
+	rest := make(chan string, 1) // what the emulator printed after its first line, once it exited
+	var once sync.Once
+	var stats cloudtaskstest.Stats
+	var statsErr error
+	stop := func() cloudtaskstest.Stats {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			printed := <-rest // all reads from the pipe end before Wait
+			_ = cmd.Wait()
+			statsErr = fmt.Errorf("the emulator printed no counters (-stats-on-exit; an emulator older than this harness?): %q", printed)
+			for _, l := range strings.Split(printed, "\n") {
+				if js, ok := strings.CutPrefix(l, "cloudtasks-emulator stats "); ok {
+					statsErr = json.Unmarshal([]byte(js), &stats)
+				}
+			}
+		})
+		if statsErr != nil {
+			b.Fatal(statsErr)
+		}
+		return stats
+	}
 	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			<-rest
+			_ = cmd.Wait()
+		})
 	})
-	line, err := bufio.NewReader(out).ReadString('\n')
+	line, err := stdout.ReadString('\n')
 	addr, ok := strings.CutPrefix(strings.TrimSpace(line), "cloudtasks-emulator listening on ")
+	go func() {
+		all, _ := io.ReadAll(stdout)
+		rest <- string(all)
+	}()
 	if err != nil || !ok {
 		b.Fatalf("the emulator did not say where it listens: %q %v", line, err)
 	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
 	if c.Queues > 1 {
 		createScaleQueues(b, addr, c.Queues)
 	}
-	return addr
+	return addr, stop
 }
 
 // createScaleQueues creates the queues of a multi-queue case through the API.
@@ -766,7 +803,7 @@ func createScaleQueues(b *testing.B, addr string, n int) {
 
 // runScaleCase runs c once: a fresh emulator, then the workers.
 func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
-	addr := startScaleEmulator(b, emulator, c)
+	addr, stopEmulator := startScaleEmulator(b, emulator, c)
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -808,7 +845,16 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	if n := handedOut(); n >= 0 && n != ran {
 		b.Errorf("the workers ran %d bundles to the end, the harness handed out %d", ran, n)
 	}
-	return summarizeScale(c, results)
+	r := summarizeScale(c, results)
+	// The server's counts: every refusal, those of creates a failed bundle cancelled after the
+	// server had decided them included, and every task stored once (the tasks are named).
+	st := stopEmulator()
+	r.ServerCreated = st.TasksCreated
+	r.ServerRejectedPerTask = float64(st.QuotaRejections) / float64(max(st.TasksCreated, 1))
+	if st.TasksCreated != c.Tasks {
+		b.Errorf("the emulator stored %d tasks, want %d", st.TasksCreated, c.Tasks)
+	}
+	return r
 }
 
 func lastLine(out []byte) []byte {
@@ -910,7 +956,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 		return
 	}
 	header := []string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
-		"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share", "held_share_net", "created"}
+		"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share", "held_share_net", "created", "server_rejected_per_task", "server_created"}
 	old, statErr := os.ReadFile(path)
 	if first, _, _ := strings.Cut(string(old), "\n"); statErr == nil && len(old) > 0 && first != strings.Join(header, ",") {
 		b.Fatalf("%s: %s has a header of other columns (a file of an older harness?): append to a new file", scaleOutEnv, path)
@@ -930,7 +976,8 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
 		t90(c, r.T90), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
 		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
-		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare), f3(r.HeldNet), strconv.Itoa(r.Created)})
+		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare), f3(r.HeldNet), strconv.Itoa(r.Created),
+		f3(r.ServerRejectedPerTask), strconv.Itoa(r.ServerCreated)})
 	w.Flush()
 	if err := w.Error(); err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)

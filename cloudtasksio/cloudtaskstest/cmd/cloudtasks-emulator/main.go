@@ -33,6 +33,9 @@
 //	-create-latency DURATION    delay every CreateTask answer by DURATION (such as 30ms),
 //	                            rejected or not, as a distant region would
 //	-no-dispatch                store tasks without dispatching them (load tests)
+//	-stats-on-exit              on SIGINT or SIGTERM, print the server's counters (tasks
+//	                            created, quota rejections, ...) as one JSON line on stdout,
+//	                            after "cloudtasks-emulator stats "
 //
 // It serves gRPC server reflection, so grpcurl lists and calls the services
 // without the proto files:
@@ -58,6 +61,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -274,6 +278,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	quotaRetryInfo := fs.Bool("create-quota-retry-info", false, "quota rejections carry a google.rpc.RetryInfo detail with the delay until the next token")
 	createLatency := fs.Duration("create-latency", 0, "delay every CreateTask call by this long before it is answered, rejected or not, such as 30ms (0: none)")
 	noDispatch := fs.Bool("no-dispatch", false, "store tasks without dispatching them, for load tests that must not call any target")
+	statsOnExit := fs.Bool("stats-on-exit", false, "when stopped, print the server's counters (cloudtaskstest.Stats) as one JSON line on stdout, after \"cloudtasks-emulator stats \"")
 	byFlag := map[string]*setting{"host": &host, "port": &port, "openid-issuer": &issuer, "oidc-key-file": &keyFile, "hard-reset-on-purge-queue": &hardReset}
 	for _, ef := range envFlags {
 		v := strings.TrimSpace(getenv(ef.env))
@@ -407,8 +412,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	fmt.Fprintf(out, "cloudtasks-emulator listening on %s\n", srv.Addr)
 	<-ctx.Done()
 	log.Info("shutting down")
+	if *statsOnExit {
+		// Counters only: no task, name or payload is in them.
+		js, err := json.Marshal(srv.Stats())
+		if err != nil {
+			return fmt.Errorf("-stats-on-exit: %w", err)
+		}
+		fmt.Fprintf(out, "%s%s\n", statsPrefix, js)
+	}
 	return nil
 }
+
+// statsPrefix starts the line -stats-on-exit prints.
+const statsPrefix = "cloudtasks-emulator stats "
 
 // maxCreateLatency bounds -create-latency: the client's default CreateTask
 // timeout is 20s, so a longer delay would only time every create out.

@@ -26,6 +26,7 @@ import (
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/coreos/go-oidc/v3/oidc"
 	"github.com/googleapis/gax-go/v2/apierror"
 	"github.com/stretchr/testify/assert"
@@ -675,4 +676,37 @@ func TestEmulatorErrorsNameWhereTheValueCameFrom(t *testing.T) {
 			assert.Less(t, out.Len(), 8<<10, "nor does anything else printed (at most the usage)")
 		})
 	}
+}
+
+// -stats-on-exit prints the server's counters as one JSON line when the emulator stops, so a
+// load test in another process can compare what the server decided with what its clients saw.
+func TestEmulatorStatsOnExitFlag(t *testing.T) {
+	pr, pw := io.Pipe()
+	logs := newLogLines(pr)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-port", "0", "-queue", queue, "-no-dispatch", "-create-quota", "0.001/1", "-stats-on-exit"},
+			func(string) string { return "" }, pw, pw)
+	}()
+	t.Cleanup(func() { _ = pw.Close() })
+	client := dial(t, logs.wait(t, listening))
+	create := func() error {
+		_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+			MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "http://127.0.0.1:1/hook", Body: []byte("secret-payload")}},
+		}})
+		return err
+	}
+	require.NoError(t, create())
+	require.Equal(t, codes.ResourceExhausted, status.Code(create()), "a bucket of one")
+	cancel()
+	require.NoError(t, <-done)
+
+	line := logs.wait(t, regexp.MustCompile(regexp.QuoteMeta(statsPrefix)+`(\{.*\})`))
+	var st cloudtaskstest.Stats
+	require.NoError(t, json.Unmarshal([]byte(line), &st), line)
+	assert.Equal(t, 2, st.CreateTaskCalls)
+	assert.Equal(t, 1, st.TasksCreated)
+	assert.Equal(t, 1, st.QuotaRejections)
+	assert.NotContains(t, line, "secret-payload", "counters only")
 }
