@@ -15,7 +15,8 @@ import (
 // ("What a worker process keeps") is the user's view. Each is a gcpconn.Cache: one creation
 // (a client, a queue read) per key at a time, its result shared by every instance waiting for
 // it, no lock held while it runs, and a failure remembered for gcpconn.FailureTTL (30s), during
-// which the key's callers get the same error at once, then tried again.
+// which the key's callers get the same error at once, then tried again (unless the failure is
+// marked gcpconn.Transient: then the next caller tries again at once).
 //
 // Two kinds of key, two kinds of bound:
 //
@@ -79,7 +80,8 @@ var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueSta
 // verified holds the exactly-once retention verdicts (verifyRetention): that a queue keeps
 // task names at least as long as the staged options assume, or that the server cannot say
 // (an emulator without the v2beta3 API). A failed check is a failure, kept for
-// gcpconn.FailureTTL: the bundles meanwhile fail at once with its error.
+// gcpconn.FailureTTL: the bundles meanwhile fail at once with its error. A read that failed for
+// the moment (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) is not kept.
 // Key: retentionKey (client setting, queue, required retention).
 // Bound: queueStateIdleTTL and maxQueueStates.
 var verified = gcpconn.Cache[retentionKey, *retentionVerdict]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // retentionReader reads how long a queue remembers the names of deleted or executed tasks.
@@ -59,8 +60,10 @@ const defaultTombstoneTTL = time.Hour
 
 // verifyRetention checks once per process, client setting and queue that the queue remembers
 // task names at least as long as the staged options assume. A server that does not implement
-// the v2beta3 API (an emulator) skips the check with one log line. ctx bounds the wait for a
-// read that another instance started.
+// the v2beta3 API (an emulator) skips the check with one log line. A read that fails for the
+// moment (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) fails the bundles waiting for it
+// and is not remembered: the next bundle reads again. Any other failure is remembered for
+// gcpconn.FailureTTL. ctx bounds the wait for a read that another instance started.
 func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, queue string, want time.Duration) error {
 	key := retentionKey{client: spec, queue: queue, retention: want}
 	v, err := verified.Get(ctx, key, func() (*retentionVerdict, error) {
@@ -72,9 +75,14 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 			return &retentionVerdict{unimplemented: true}, nil
 		case err != nil:
 			code := engine.OutermostCode(err)
-			return nil, fmt.Errorf("exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			failed := fmt.Errorf("exactly-once: reading the name retention of queue %s failed with %s: %s; "+
 				"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
 				queue, code, retentionFailureMeaning(code))
+			if engine.Classify(err, false) == engine.Transient {
+				// It says nothing about the queue: the next bundle reads again.
+				return nil, gcpconn.Transient(failed)
+			}
+			return nil, failed
 		case !ok && defaultTombstoneTTL < want:
 			return nil, fmt.Errorf("exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 				queue, defaultTombstoneTTL, want)
@@ -101,7 +109,7 @@ func retentionFailureMeaning(code string) string {
 	case "NOT_FOUND":
 		return "the queue does not exist (check Config.Queue: project, location and name), or it is reactivating after a long idle time; the bundle is retried"
 	case "UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED":
-		return "the service could not be reached or was overloaded; this is transient and the bundle is retried"
+		return "the service could not be reached or was overloaded; this is transient: the bundle fails, and the next bundle reads the queue again"
 	case "UNAUTHENTICATED":
 		return "the sink's credentials were refused; check Config.ServiceAccountKeyFile or the worker's application-default credentials"
 	case "INVALID_ARGUMENT":

@@ -105,16 +105,16 @@ func (r *flakyRetention) tombstoneTTL(context.Context, string) (time.Duration, b
 
 func TestRetentionCheckRemembersAFailedReadForFailureTTLThenReadsAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r := &flakyRetention{err: status.Error(codes.Unavailable, "down")}
+		r := &flakyRetention{err: status.Error(codes.PermissionDenied, "no access")}
 		spec := clientSpec{EmulatorEndpoint: ownSetting("retention-failure-ttl") + ".invalid:1"}
 		const queue = "projects/p/locations/l/queues/retention-failure-ttl"
 		for range 10 { // bundles retried at once
 			err := verifyRetention(context.Background(), r, spec, queue, time.Hour)
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "UNAVAILABLE")
+			assert.Contains(t, err.Error(), "PERMISSION_DENIED")
 		}
 		r.mu.Lock()
-		r.err = nil // the service is back
+		r.err = nil // the permission is granted
 		r.mu.Unlock()
 		require.Error(t, verifyRetention(context.Background(), r, spec, queue, time.Hour), "remembered until FailureTTL")
 		assert.Equal(t, 1, r.reads)
@@ -124,4 +124,46 @@ func TestRetentionCheckRemembersAFailedReadForFailureTTLThenReadsAgain(t *testin
 		require.NoError(t, verifyRetention(context.Background(), r, spec, queue, time.Hour))
 		assert.Equal(t, 2, r.reads, "read again once, then kept")
 	})
+}
+
+// A read that fails for the moment says nothing about the queue: the bundle fails (its retry
+// is the runner's), and the next bundle reads again instead of failing at once for
+// gcpconn.FailureTTL on the strength of one overloaded answer.
+func TestRetentionCheckReadsAgainAfterATransientFailure(t *testing.T) {
+	for _, code := range []codes.Code{codes.ResourceExhausted, codes.Unavailable, codes.DeadlineExceeded} {
+		t.Run(code.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := &flakyRetention{err: status.Error(code, "busy")}
+				spec := clientSpec{EmulatorEndpoint: ownSetting("retention-transient-"+code.String()) + ".invalid:1"}
+				const queue = "projects/p/locations/l/queues/retention-transient"
+				for bundle := range 5 {
+					err := verifyRetention(context.Background(), r, spec, queue, time.Hour)
+					require.Error(t, err, "bundle %d", bundle)
+					assert.Contains(t, err.Error(), engine.CodeName(code))
+					assert.Contains(t, err.Error(), "the next bundle reads the queue again")
+					assert.Equal(t, bundle+1, r.count(), "bundle %d read the queue", bundle)
+					time.Sleep(100 * time.Millisecond) // the runner retries the bundle
+				}
+
+				r.set(nil) // the service answers again
+				require.NoError(t, verifyRetention(context.Background(), r, spec, queue, time.Hour), "the next bundle passes")
+				require.NoError(t, verifyRetention(context.Background(), r, spec, queue, time.Hour))
+				assert.Equal(t, 6, r.count(), "a definitive answer is kept")
+			})
+		})
+	}
+}
+
+// set makes the reads answer err from now on.
+func (r *flakyRetention) set(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+// count returns the reads so far.
+func (r *flakyRetention) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reads
 }

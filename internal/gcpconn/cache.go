@@ -3,6 +3,7 @@ package gcpconn
 import (
 	"container/list"
 	"context"
+	"errors"
 	"sync"
 	"time"
 )
@@ -11,8 +12,27 @@ import (
 // that time gets the same error at once, without a network call, and the first caller after
 // it tries again. It keeps a failing read (a queue the sink may not read, a missing
 // dead-letter topic, a key file that is not there) from being repeated by every DoFn instance
-// on every bundle, and lets a fix be picked up within half a minute.
+// on every bundle, and lets a fix be picked up within half a minute. A failure marked
+// Transient is not remembered.
 const FailureTTL = 30 * time.Second
+
+// Transient marks err, returned by a Cache's create, as a failure of the moment (a service
+// overloaded or out of reach, a read that timed out): the callers waiting for that creation
+// get it, but the Cache does not remember it, so the next caller of the key creates the value
+// again. Remembering it would fail every caller for FailureTTL on the strength of one answer
+// that the next try may not give. The result wraps err (errors.Is, errors.As and status.Code
+// see through it) and has its text; Transient(nil) is nil.
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &transientError{err: err}
+}
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string { return e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
 
 // Cache keeps one value of type V per key for a worker process: the clients and publishers
 // that every DoFn instance of a worker shares (portable runners never call Teardown, so a
@@ -27,7 +47,9 @@ const FailureTTL = 30 * time.Second
 // the creation goes on for the others. create runs on a goroutine of its own and gets no
 // caller's context: a bundle's context is for that bundle's goroutine (Beam's is not safe for
 // concurrent use) and may end before the creation does, so create bounds its own time and
-// logs without a bundle's context. A failed creation is remembered for FailureTTL.
+// logs without a bundle's context. A failed creation is remembered for FailureTTL, unless
+// create marked the failure Transient: the callers that waited for it get it all the same, and
+// the next caller creates again.
 //
 // IdleTTL and MaxEntries bound the cache for keys that come from the data (one entry per
 // queue): an entry nobody asked for during IdleTTL is dropped, and beyond MaxEntries the
@@ -65,7 +87,7 @@ type cacheEntry[K comparable, V any] struct {
 }
 
 // Get returns the value for key, calling create for it on first use, after a remembered
-// failure has expired, or after the entry was dropped. Callers of the same key wait for one
+// failure has expired, after a Transient failure, or after the entry was dropped. Callers of the same key wait for one
 // creation and share its result; a caller whose ctx ends first gets ctx.Err() and leaves the
 // creation running for the others.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, create func() (V, error)) (V, error) {
@@ -139,6 +161,13 @@ func (c *Cache[K, V]) create(e *cacheEntry[K, V], create func() (V, error)) {
 	}
 	e.value, e.err, e.finished = v, err, true
 	close(e.done)
+	var transient *transientError
+	if errors.As(err, &transient) {
+		// Forgotten at once: the callers that waited have the failure, the next one reads again.
+		if el, ok := c.entries[e.key]; ok && el.Value == e {
+			c.removeLocked(el)
+		}
+	}
 	// Creations under way are never dropped, so while many were, the cache may have grown
 	// past MaxEntries: back to it as each one ends.
 	c.boundLocked()

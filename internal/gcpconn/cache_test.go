@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // slowRead is a creation that takes readTime of fake time and counts its calls.
@@ -110,6 +112,39 @@ func TestCacheRemembersAFailureForFailureTTLThenReadsAgain(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "created meanwhile", v)
 		assert.Equal(t, int64(2), calls.Load())
+	})
+}
+
+func TestATransientFailureReachesItsWaitersButIsNotRemembered(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c Cache[string, string]
+		var calls atomic.Int64
+		overloaded := status.Error(codes.ResourceExhausted, "try again")
+		// The callers of one read share it, and its failure, as with any other failure.
+		_, errs := waitAll(&c, 16, "queue", slowRead(&calls, "", Transient(overloaded)))
+		assert.Equal(t, int64(1), calls.Load(), "one read in flight for the 16 callers")
+		for _, err := range errs {
+			require.ErrorIs(t, err, overloaded)
+			assert.Equal(t, codes.ResourceExhausted, status.Code(err), "the mark keeps the status readable")
+			assert.EqualError(t, err, overloaded.Error(), "and the text as it was")
+		}
+		assert.Zero(t, c.Len(), "nothing kept")
+
+		// Each caller after it reads again, at once; the first answer that is not transient is
+		// kept.
+		for i := range 3 {
+			_, err := c.Get(t.Context(), "queue", slowRead(&calls, "", Transient(overloaded)))
+			require.ErrorIs(t, err, overloaded)
+			assert.Equal(t, int64(2+i), calls.Load())
+		}
+		v, err := c.Get(t.Context(), "queue", slowRead(&calls, "found", nil))
+		require.NoError(t, err)
+		assert.Equal(t, "found", v)
+		v, err = c.Get(t.Context(), "queue", slowRead(&calls, "read again", nil))
+		require.NoError(t, err)
+		assert.Equal(t, "found", v, "kept")
+		assert.Equal(t, int64(5), calls.Load())
+		assert.NoError(t, Transient(nil))
 	})
 }
 
