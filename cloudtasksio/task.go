@@ -110,7 +110,7 @@ func (b *taskBuilder) build(elem any) (task *cloudtaskspb.Task, md *bodyformat.M
 	defer func() {
 		if r := recover(); r != nil {
 			task, md = nil, nil
-			err = &elementFailure{code: CodeSerialization, err: fmt.Errorf("building the task panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText)),
+			err = &elementFailure{code: CodeSerialization, err: fmt.Errorf("building the task panicked: %s", boundedtext.Sprint(r, maxErrorText)),
 				stack: boundedtext.Cut(string(debug.Stack()), maxPanicStack)}
 		}
 	}()

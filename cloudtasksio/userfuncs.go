@@ -96,7 +96,7 @@ func registrationHint(full string) string {
 func call1x2(f reflectx.Func1x2, elem any) (out any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("panicked: %s", boundedtext.Cut(fmt.Sprint(r), maxErrorText))
+			out, err = nil, fmt.Errorf("panicked: %s", boundedtext.Sprint(r, maxErrorText))
 		}
 	}()
 	out, errOut := f.Call1x2(elem)

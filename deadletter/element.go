@@ -49,7 +49,7 @@ func NewElementEncoder(t reflect.Type) (enc *ElementEncoder, err error) {
 		// Beam reports a type it has no coder for by panicking.
 		if r := recover(); r != nil {
 			enc, err = nil, fmt.Errorf("deadletter: Beam has no coder for element type %s: %s",
-				boundedtext.Cut(name, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+				boundedtext.Cut(name, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
 	return &ElementEncoder{enc: beam.NewElementEncoder(t), name: name}, nil
@@ -64,7 +64,7 @@ func (e *ElementEncoder) Encode(v any) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("deadletter: encoding an element of type %s panicked: %s",
-				boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+				boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
 	e.buf.Reset()
@@ -138,7 +138,7 @@ func DecodeElementAs(fe FailedElement, t reflect.Type) (v any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("deadletter: DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
-				boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(fmt.Sprint(r), maxTypeNameInError))
+				boundedtext.Cut(want, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
 	r := bytes.NewReader(fe.Element)

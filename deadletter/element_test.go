@@ -150,3 +150,52 @@ func TestDecodeElementAsTakesTheTypeAtRunTime(t *testing.T) {
 	_, err = deadletter.DecodeElementAs(fe, nil)
 	assert.Error(t, err)
 }
+
+// unprintable panics with itself when printed, so fmt's own recovery of that panic panics again.
+type unprintable struct{}
+
+func (unprintable) String() string { panic(unprintable{}) }
+
+// brittle is an element type whose coder, registered by the user, panics with an unprintable
+// value for a brittle element marked bad, and with a plain text for one marked worse.
+type brittle struct{ Bad, Worse bool }
+
+func encodeBrittle(b brittle) []byte {
+	if b.Bad {
+		panic(unprintable{})
+	}
+	if b.Worse {
+		panic(strings.Repeat("w", 1<<20))
+	}
+	return []byte{0}
+}
+
+func decodeBrittle(b []byte) brittle {
+	if len(b) != 1 {
+		panic(unprintable{})
+	}
+	return brittle{}
+}
+
+func init() { beam.RegisterCoder(reflect.TypeFor[brittle](), encodeBrittle, decodeBrittle) }
+
+func TestACoderPanickingWithAnUnprintableValueIsAnError(t *testing.T) {
+	enc, err := deadletter.NewElementEncoder(reflect.TypeFor[brittle]())
+	require.NoError(t, err)
+	_, err = enc.Encode(brittle{})
+	require.NoError(t, err)
+
+	require.NotPanics(t, func() { _, err = enc.Encode(brittle{Bad: true}) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "panicked: a deadletter_test.unprintable that panics when formatted")
+
+	require.NotPanics(t, func() { _, err = enc.Encode(brittle{Worse: true}) })
+	require.Error(t, err)
+	assert.Less(t, len(err.Error()), 1024, "bounded")
+
+	// Two bytes behind their length prefix, which decodeBrittle refuses.
+	fe := deadletter.FailedElement{Element: []byte{2, 0, 0}, ElementType: enc.TypeName()}
+	require.NotPanics(t, func() { _, err = deadletter.DecodeElement[brittle](fe) })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "deadletter_test.unprintable")
+}

@@ -4,6 +4,7 @@
 package boundedtext
 
 import (
+	"fmt"
 	"strconv"
 	"unicode/utf8"
 )
@@ -32,3 +33,17 @@ const MaxEcho = 120
 // Quote returns s as a Go double-quoted string for an error message, first cut to MaxEcho
 // bytes by Cut. Use it for every value an error repeats that came from a user.
 func Quote(s string) string { return strconv.Quote(Cut(s, MaxEcho)) }
+
+// Sprint returns v formatted as fmt.Sprint formats it, cut to n bytes by Cut. Use it for a
+// value the program did not make, above all one that recover returned. Formatting such a
+// value runs its String, Error or Format method, which may panic; fmt recovers a first panic
+// there but not one raised while printing that panic's own value. Sprint never panics: when
+// formatting v panics, it returns v's dynamic type instead.
+func Sprint(v any, n int) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = Cut(fmt.Sprintf("a %T that panics when formatted", v), n)
+		}
+	}()
+	return Cut(fmt.Sprint(v), n)
+}

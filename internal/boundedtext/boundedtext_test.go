@@ -1,11 +1,14 @@
 package boundedtext
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBoundedTextCutsOnARuneBoundary(t *testing.T) {
@@ -82,4 +85,44 @@ func TestQuoteCutsALongValueAndQuotesIt(t *testing.T) {
 	long := Quote(strings.Repeat("q", 1<<20))
 	assert.LessOrEqual(t, len(long), MaxEcho+2)
 	assert.True(t, strings.HasSuffix(long, Marker+`"`))
+}
+
+// Each of these panics with itself from the method fmt calls, so fmt's own recovery of the
+// first panic panics again; stringPanicOnce panics with a plain string.
+type (
+	stringPanic struct{}
+	errorPanic  struct{}
+	formatPanic struct{}
+)
+
+func (stringPanic) String() string         { panic(stringPanic{}) }
+func (errorPanic) Error() string           { panic(errorPanic{}) }
+func (formatPanic) Format(fmt.State, rune) { panic(formatPanic{}) }
+
+type stringPanicOnce struct{ name string }
+
+func (p *stringPanicOnce) String() string { panic("cannot print " + p.name) }
+
+func TestSprintFormatsAValueWhoseMethodPanicsAsItsType(t *testing.T) {
+	for v, want := range map[any]string{
+		stringPanic{}: "a boundedtext.stringPanic that panics when formatted",
+		errorPanic{}:  "a boundedtext.errorPanic that panics when formatted",
+		formatPanic{}: "a boundedtext.formatPanic that panics when formatted",
+	} {
+		var got string
+		require.NotPanics(t, func() { got = Sprint(v, 200) }, "%T", v)
+		assert.Equal(t, want, got)
+		assert.LessOrEqual(t, len(Sprint(v, 20)), 20, "%T: bounded", v)
+	}
+}
+
+func TestSprintFormatsOtherValuesAsFmtDoes(t *testing.T) {
+	assert.Equal(t, "boom", Sprint("boom", 100))
+	assert.Equal(t, "boom", Sprint(errors.New("boom"), 100))
+	assert.Equal(t, "<nil>", Sprint(nil, 100))
+	assert.Equal(t, "%!v(PANIC=String method: cannot print x)", Sprint(&stringPanicOnce{name: "x"}, 100),
+		"a method that panics once is fmt's to report")
+	long := Sprint(strings.Repeat("p", 1<<20), 100)
+	assert.Len(t, long, 100)
+	assert.True(t, strings.HasSuffix(long, Marker))
 }

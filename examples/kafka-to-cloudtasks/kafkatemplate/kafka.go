@@ -180,7 +180,7 @@ func kafkaSource(s beam.Scope, k KafkaOptions) (col beam.PCollection, err error)
 	// root cause) are kept.
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", firstAndLastLine(fmt.Sprint(p)))
+			err = fmt.Errorf("--expansion_addr: expanding the Kafka read failed: %s", cutPanicText(firstAndLastLine(sprintRecovered(p))))
 		}
 	}()
 	s = s.Scope("KafkaRead")

@@ -313,7 +313,7 @@ func source(s beam.Scope, o Options) (beam.PCollection, error) {
 func validateScheme(pattern string) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("--input: %v", r)
+			err = fmt.Errorf("--input: %s", cutPanicText(sprintRecovered(r)))
 		}
 	}()
 	filesystem.ValidateScheme(pattern)
@@ -334,6 +334,29 @@ func readLines(r io.Reader) ([]Record, error) {
 		}
 	}
 	return lines, sc.Err()
+}
+
+// sprintRecovered formats v, a value recover returned. Printing a panic value runs its String
+// or Error method, which may panic too; fmt recovers that once but not a panic raised while
+// printing the second value, so a value that cannot be printed is named by its type instead.
+func sprintRecovered(v any) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = fmt.Sprintf("a %T that panics when formatted", v)
+		}
+	}()
+	return fmt.Sprint(v)
+}
+
+// maxPanicText bounds the text of a recovered panic that an error repeats.
+const maxPanicText = 1024
+
+// cutPanicText returns text cut to at most maxPanicText bytes, at a character boundary.
+func cutPanicText(text string) string {
+	if len(text) <= maxPanicText {
+		return text
+	}
+	return strings.ToValidUTF8(text[:maxPanicText-len("...")], "") + "..."
 }
 
 func firstAndLastLine(text string) string {
