@@ -30,8 +30,8 @@ func ElementTypeName(t reflect.Type) string {
 // ElementEncoder encodes the elements of one Go type for FailedElement.Element, with the
 // Beam coder Beam infers for that type (the coder of a PCollection of it, unless the
 // pipeline set another one). A sink makes one per element type, for example when its DoFn is
-// set up, and calls Encode only for the elements that fail. It is not safe for concurrent
-// use.
+// set up, and calls Encode only for the elements that fail. Between calls it keeps an
+// encoding buffer of at most 1 MiB. It is not safe for concurrent use.
 type ElementEncoder struct {
 	enc  beam.ElementEncoder
 	name string
@@ -55,6 +55,11 @@ func NewElementEncoder(t reflect.Type) (enc *ElementEncoder, err error) {
 	return &ElementEncoder{enc: beam.NewElementEncoder(t), name: name}, nil
 }
 
+// maxKeptBuffer is the largest encoding buffer an ElementEncoder keeps for the next element.
+// The encoder lives as long as its sink's DoFn instance: a buffer that grew for one rare huge
+// element would otherwise hold that much memory until the worker stops.
+const maxKeptBuffer = 1 << 20
+
 // TypeName is ElementTypeName of the encoder's type, the value for FailedElement.ElementType.
 func (e *ElementEncoder) TypeName() string { return e.name }
 
@@ -62,6 +67,9 @@ func (e *ElementEncoder) TypeName() string { return e.name }
 // each call. An element the coder cannot encode is an error that does not repeat the element.
 func (e *ElementEncoder) Encode(v any) (out []byte, err error) {
 	defer func() {
+		if e.buf.Cap() > maxKeptBuffer {
+			e.buf = bytes.Buffer{}
+		}
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("deadletter: encoding an element of type %s panicked: %s",
 				boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
