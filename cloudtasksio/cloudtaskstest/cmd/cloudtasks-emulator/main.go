@@ -46,7 +46,8 @@
 //
 // A bad flag or variable is reported under the name it was given by (-port or
 // PORT, -queue or INITIAL_QUEUES), with what is accepted and at most a short
-// cut of the value.
+// cut of the value (of an -openid-issuer URL, never its user info, query or
+// fragment).
 //
 // App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
 // http://localhost:8080) plus their relative URI, with the routing in the
@@ -70,7 +71,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"regexp"
@@ -429,42 +429,6 @@ const statsPrefix = "cloudtasks-emulator stats "
 // maxCreateLatency bounds -create-latency: the client's default CreateTask
 // timeout is 20s, so a longer delay would only time every create out.
 const maxCreateLatency = 20 * time.Second
-
-// issuerListenPort checks an -openid-issuer value and returns the port its
-// discovery document is served on. An OpenID issuer is an http(s) URL with a
-// host, an optional path, and no user info, query or fragment; its port must
-// be fixed, since clients find the keys through it.
-func issuerListenPort(s setting) (string, error) {
-	issuer, redacted := s.value, s
-	bad := func(why string) error {
-		return redacted.badf("%s; want an http(s) URL such as http://localhost:8980", why)
-	}
-	u, err := url.Parse(issuer)
-	if err == nil && u.User != nil {
-		redacted.value = u.Redacted() // never echo a password
-		return "", bad("user info is not allowed")
-	}
-	switch {
-	case err != nil:
-		return "", bad("not a URL")
-	case u.Scheme != "http" && u.Scheme != "https":
-		return "", bad("the scheme is not http or https")
-	case u.Hostname() == "":
-		return "", bad("no host")
-	case u.RawQuery != "" || u.ForceQuery:
-		return "", bad("a query is not allowed")
-	case u.Fragment != "" || strings.Contains(issuer, "#"):
-		return "", bad("a fragment is not allowed")
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", bad("the port must be 1 to 65535")
-	}
-	return port, nil
-}
 
 // parseQuota reads a -create-quota value, [QUEUE=]RATE[/BURST].
 func parseQuota(s setting, retryInfo bool) (cloudtaskstest.Option, error) {

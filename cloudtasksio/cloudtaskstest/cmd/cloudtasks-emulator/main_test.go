@@ -678,6 +678,53 @@ func TestEmulatorErrorsNameWhereTheValueCameFrom(t *testing.T) {
 	}
 }
 
+// TestABadIssuerIsShownWithoutItsQueryFragmentOrUserInfo: an -openid-issuer value may carry
+// a credential in its query, fragment or user info (a URL pasted with ?token=...). Whatever is
+// wrong with the value, the error names the flag or variable and repeats the rest of the URL,
+// never those parts.
+func TestABadIssuerIsShownWithoutItsQueryFragmentOrUserInfo(t *testing.T) {
+	cases := map[string]struct {
+		issuer string
+		want   []string // all in the message
+	}{
+		"query":                    {"http://127.0.0.1:8980/?token=s3cr3t", []string{`"http://127.0.0.1:8980/?xxxxx"`, "a query is not allowed"}},
+		"query and fragment":       {"http://127.0.0.1:8980/a?token=s3cr3t#s3cr3t", []string{`"http://127.0.0.1:8980/a?xxxxx"`, "a query is not allowed"}},
+		"fragment":                 {"http://127.0.0.1:8980/#token=s3cr3t", []string{`"http://127.0.0.1:8980/#xxxxx"`, "a fragment is not allowed"}},
+		"query and bad scheme":     {"ftp://127.0.0.1:8980/?token=s3cr3t", []string{`"ftp://127.0.0.1:8980/?xxxxx"`, "the scheme is not http or https"}},
+		"query and bad escape":     {"http://127.0.0.1:8980/%zz?token=s3cr3t", []string{`"http://127.0.0.1:8980/%zz?xxxxx"`, "not a URL"}},
+		"user info":                {"http://u:s3cr3t@127.0.0.1:8980", []string{`"http://xxxxx@127.0.0.1:8980"`, "user info is not allowed"}},
+		"user info and bad escape": {"http://u:s3cr3t@127.0.0.1:8980/%zz", []string{`"http://xxxxx@127.0.0.1:8980/%zz"`, "not a URL"}},
+		"user info with a slash":   {"http://u:s3/cr3t@127.0.0.1:8980/", []string{`"http://xxxxx@127.0.0.1:8980/"`}},
+		"no scheme":                {"u:s3cr3t@127.0.0.1:8980?token=s3cr3t", []string{`"xxxxx@127.0.0.1:8980?xxxxx"`}},
+	}
+	for name, tc := range cases {
+		for _, from := range []string{"-openid-issuer", "OPENID_ISSUER"} {
+			t.Run(name+" "+from, func(t *testing.T) {
+				args := []string{"-port", "0"}
+				env := map[string]string{}
+				if from == "OPENID_ISSUER" {
+					env[from] = tc.issuer
+				} else {
+					args = append(args, from, tc.issuer)
+				}
+				var out bytes.Buffer
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel() // a value wrongly accepted returns nil at once
+				err := run(ctx, args, func(k string) string { return env[k] }, &out, &out)
+				require.Error(t, err)
+				assert.ErrorIs(t, err, errUsage)
+				msg := err.Error() + "\n" + out.String()
+				assert.True(t, strings.HasPrefix(err.Error(), from+" "), "%s names where the value came from", err)
+				for _, w := range tc.want {
+					assert.Contains(t, msg, w)
+				}
+				assert.NotContains(t, msg, "s3")
+				assert.NotContains(t, msg, "token")
+			})
+		}
+	}
+}
+
 // -stats-on-exit prints the server's counters as one JSON line when the emulator stops, so a
 // load test in another process can compare what the server decided with what its clients saw.
 func TestEmulatorStatsOnExitFlag(t *testing.T) {
