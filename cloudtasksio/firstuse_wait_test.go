@@ -21,8 +21,7 @@ import (
 
 // The first-use checks of many DoFn instances starting together behind one slow read: the
 // last instance must wait about one read, not one read per instance before it. Under
-// PreflightWarn, the default, the creates do not wait for the queue read at all; the bundle's
-// end does.
+// PreflightWarn, the default, neither the creates nor the bundle's end wait for the queue read.
 
 const (
 	firstUseInstances = 64
@@ -104,15 +103,21 @@ func TestSixtyFourInstancesWaitForOneSlowQueuePreflightRead(t *testing.T) {
 					err := p.check(ctx, &cloudtaskspb.CreateTaskRequest{Parent: preflightQueue, Task: &cloudtaskspb.Task{
 						MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "https://example.com/"}}}})
 					if c.mode == PreflightWarn {
-						// The creates need not wait for a warning: only the bundle's end does.
+						// Nothing waits for a warning.
 						assert.Zero(t, time.Since(start), "under PreflightWarn the element does not wait for the read")
 						p.finishBundle(ctx)
 					}
 					return err
 				})
+				synctest.Wait() // the read has begun
 				t.Logf("the last of %d instances waited %v behind one read of %v (%d reads)", firstUseInstances, longest, slowReadTime, c.reader.reads.Load())
 				assert.Equal(t, int64(1), c.reader.reads.Load(), "one read for every instance")
-				assert.LessOrEqual(t, longest, slowReadTime, "the last instance waits one read")
+				if c.mode == PreflightWarn {
+					assert.Zero(t, longest, "no instance waits for the read, not even at the bundle's end")
+					time.Sleep(slowReadTime) // the read ends before the bubble does
+				} else {
+					assert.LessOrEqual(t, longest, slowReadTime, "the last instance waits one read")
+				}
 				for _, err := range errs {
 					if c.failing {
 						require.Error(t, err)
@@ -177,7 +182,7 @@ func createIn(name string) *cloudtaskspb.CreateTaskRequest {
 func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOneAfterAnother(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
-		logs := captureLogs(t)
+		logs := captureSyncLogs(t)
 		ctx, counters := metricsContext()
 		const queues = 50
 		start := time.Now()
@@ -185,19 +190,23 @@ func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOn
 			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
 		}
 		// The reads run in rounds of maxPendingReads+1 (the one whose element waits for the
-		// oldest has started too): the elements waited for one read per round, and the
-		// bundle's end for the last round.
+		// oldest has started too): the elements waited for one read per round. The bundle's end
+		// does not wait for the last round.
 		rounds := (queues + maxPendingReads) / (maxPendingReads + 1)
 		assert.Equal(t, time.Duration(rounds-1)*slowReadTime, time.Since(start), "not one read per queue")
-		assert.Less(t, counters()[MetricQueuePreflightPaused], int64(queues), "the last reads are still under way")
-
 		p.finishBundle(ctx)
-		assert.Equal(t, time.Duration(rounds)*slowReadTime, time.Since(start), "the bundle's end waited for the last reads")
-		assert.Equal(t, int64(queues), r.reads.Load(), "one read per queue")
-		assert.Equal(t, int64(queues), counters()[MetricQueuePreflightPaused], "every finding reported by the bundle's end")
-		assert.Len(t, logLines(logs, "is PAUSED"), queues)
+		assert.Equal(t, time.Duration(rounds-1)*slowReadTime, time.Since(start), "the bundle's end did not wait")
+		counted := counters()[MetricQueuePreflightPaused]
+		assert.Less(t, counted, int64(queues), "the last reads are still under way")
 
-		// The next bundle knows the queues: no read, no wait, nothing said again.
+		time.Sleep(slowReadTime)
+		synctest.Wait()
+		assert.Equal(t, int64(queues), r.reads.Load(), "one read per queue")
+		assert.Len(t, logs.lines("is PAUSED"), queues, "each read logged what it found as it ended")
+		assert.Equal(t, counted, counters()[MetricQueuePreflightPaused], "counting needs a bundle")
+
+		// The next bundle knows the queues: no read, no wait, nothing said again; it counts
+		// what the last one could not.
 		p.startBundle()
 		for i := range queues {
 			require.NoError(t, p.check(ctx, createIn(fmt.Sprint("q", i))))
@@ -205,6 +214,7 @@ func TestUnderPreflightWarnABundleOverManyNewQueuesWaitsForItsReadsTogetherNotOn
 		p.finishBundle(ctx)
 		assert.Equal(t, int64(queues), r.reads.Load())
 		assert.Equal(t, int64(queues), counters()[MetricQueuePreflightPaused])
+		assert.Len(t, logs.lines("is PAUSED"), queues)
 	})
 }
 
@@ -233,9 +243,16 @@ func TestAnInstanceHasAtMostMaxPendingReadsUnderWay(t *testing.T) {
 			check(i)
 		}
 		assert.Equal(t, slowReadTime, time.Since(start))
+		synctest.Wait() // every read that ended with the oldest has said so
+		p.finishBundle(ctx)
+		assert.Equal(t, slowReadTime, time.Since(start), "the bundle's end does not wait for the last reads")
+		assert.Len(t, p.pending, maxPendingReads-1, "they are left to a later bundle")
+		assert.Equal(t, int64(maxPendingReads+1), counters()[MetricQueuePreflightPaused], "what had ended is counted")
+		time.Sleep(slowReadTime)
+		synctest.Wait()
+		p.startBundle()
 		p.finishBundle(ctx)
 		assert.Empty(t, p.pending)
-		assert.Equal(t, 2*slowReadTime, time.Since(start), "the bundle's end waited for the last reads")
 		assert.Equal(t, int64(2*maxPendingReads), counters()[MetricQueuePreflightPaused])
 	})
 }
@@ -265,20 +282,33 @@ func TestAReadABundleLeftUnderWayIsReportedByTheNextBundleOfItsQueue(t *testing.
 func TestABundleEndingWhileAPreflightReadIsUnderWayDoesNotWaitForIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p, r := warnPreflighter(cloudtaskspb.Queue_PAUSED)
+		logs := captureSyncLogs(t)
 		ctx, counters := metricsContext()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
-		bundleCtx, cancel := context.WithTimeout(ctx, slowReadTime/4)
-		defer cancel()
 		start := time.Now()
-		p.finishBundle(bundleCtx)
-		assert.Equal(t, slowReadTime/4, time.Since(start), "the wait ends with the bundle's context")
-		assert.Empty(t, counters(), "nothing known, nothing said")
+		p.finishBundle(ctx)
+		assert.Zero(t, time.Since(start), "the bundle's end does not wait for the read")
+		synctest.Wait()
+		assert.Empty(t, counters(), "nothing known, nothing counted")
+		assert.Empty(t, logs.lines("is PAUSED"), "nor said")
 
-		// The next bundle writes elsewhere; its end reports the read the last one gave up on.
+		// The read ends between bundles, and logs what it found then.
+		time.Sleep(slowReadTime)
+		synctest.Wait()
+		assert.Len(t, logs.lines("is PAUSED"), 1, "logged as the read ended")
+		assert.Empty(t, counters(), "counting needs a bundle")
+
+		// The next bundle writes elsewhere; its end counts the read the last one left, and
+		// does not wait for its own.
 		p.startBundle()
+		start = time.Now()
 		require.NoError(t, p.check(ctx, createIn("other")))
 		p.finishBundle(ctx)
-		assert.Equal(t, int64(2), counters()[MetricQueuePreflightPaused], "both queues reported by the next bundle's end")
+		assert.Zero(t, time.Since(start))
+		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused], "the first queue counted by the next bundle's end")
+		time.Sleep(slowReadTime)
+		synctest.Wait()
+		assert.Len(t, logs.lines("is PAUSED"), 2)
 		assert.Equal(t, int64(2), r.reads.Load())
 	})
 }
@@ -337,7 +367,10 @@ func TestAFailedBundlesReadsAreReportedByTheInstancesNextBundleWhereverItWrites(
 		p, _ := warnPreflighter(cloudtaskspb.Queue_PAUSED)
 		ctx, counters := metricsContext()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/")))
-		// The bundle fails: no FinishBundle. The next one writes to no queue at all.
+		// The bundle fails: no FinishBundle. The read ends; the next bundle writes to no queue
+		// at all.
+		time.Sleep(slowReadTime)
+		synctest.Wait()
 		p.startBundle()
 		p.finishBundle(ctx)
 		assert.Equal(t, int64(1), counters()[MetricQueuePreflightPaused])
@@ -351,6 +384,7 @@ func TestAnElementToAQueueTheProcessHasReadDoesNotWaitForOtherReads(t *testing.T
 		ctx, _ := metricsContext()
 		require.NoError(t, p.check(ctx, httpCreate("https://example.com/"))) // the known queue
 		p.finishBundle(ctx)
+		time.Sleep(slowReadTime) // its read ends
 
 		p.startBundle()
 		for i := range maxPendingReads {
@@ -361,6 +395,7 @@ func TestAnElementToAQueueTheProcessHasReadDoesNotWaitForOtherReads(t *testing.T
 		assert.Zero(t, time.Since(start), "its answer is at hand: no wait behind the reads under way")
 		assert.Len(t, p.pending, maxPendingReads)
 		p.finishBundle(ctx)
+		time.Sleep(slowReadTime) // the reads end before the bubble does
 	})
 }
 

@@ -30,8 +30,9 @@ type QueuePreflight int
 
 const (
 	// PreflightWarn (the default) logs one WARN line and counts one queuePreflight* metric per
-	// finding, and creates the tasks anyway: the creates do not wait for the read, and the
-	// findings are reported when the bundle ends.
+	// finding, and creates the tasks anyway. Neither the creates nor the bundle's end wait for
+	// the read: the line is logged when the read ends, and the metric is counted by the first
+	// bundle of the process that ends (or meets the queue) after it.
 	PreflightWarn QueuePreflight = iota
 	// PreflightFail reads the queue before its first create and fails the bundle on a
 	// finding, with an error naming the queue and the reason, for jobs that must not create tasks a misconfigured queue would hold back or
@@ -89,9 +90,10 @@ type preflightKey struct {
 // preflightResult is what one read of a queue found for the tasks of its key, kept in
 // preflights (caches.go).
 type preflightResult struct {
-	refused  codes.Code // PERMISSION_DENIED or UNIMPLEMENTED: the check is skipped for good; OK: the queue was read
-	found    []finding  // what would make the key's tasks behave otherwise
-	reported sync.Once  // the findings, or the refusal, were logged and counted
+	refused codes.Code // PERMISSION_DENIED or UNIMPLEMENTED: the check is skipped for good; OK: the queue was read
+	found   []finding  // what would make the key's tasks behave otherwise
+	logged  sync.Once  // the findings, or the refusal, were logged
+	counted sync.Once  // and counted
 }
 
 // findingKind is one thing the preflight reports; each has its counter.
@@ -185,14 +187,14 @@ func overriddenParts(o *cloudtaskspb.UriOverride) []string {
 // go on without the check until gcpconn.FailureTTL has passed, and then the queue is read
 // again.
 type preflightReadError struct {
-	queue    string
-	code     string    // the outermost status
-	reported sync.Once // the failed read was logged and counted
+	queue   string
+	code    string    // the outermost status
+	logged  sync.Once // the failed read was logged
+	counted sync.Once // and counted
 }
 
-// report logs and counts the failed read, once per read.
-func (e *preflightReadError) report(ctx context.Context) {
-	beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
+// log logs the failed read.
+func (e *preflightReadError) log(ctx context.Context) {
 	if e.code == "NOT_FOUND" {
 		warnf(ctx, "queue preflight: queue %s does not exist (NOT_FOUND), or is still being created: "+
 			"creates to it fail with NOT_FOUND until it exists; create the queue (gcloud tasks queues create) or fix the queue name. "+
@@ -247,15 +249,31 @@ type queuePreflighter struct {
 	// lookup once its queue is known.
 	done map[doneKey]bool
 	// pending holds the reads under way that this instance started, or found under way, under
-	// PreflightWarn, oldest first: finishBundle waits for them and reports what they found. A
-	// bundle that fails before its end leaves them to the instance's next bundle.
+	// PreflightWarn, oldest first. Each bundle's end counts what those that have ended found
+	// and leaves the others to a later bundle; so does a bundle that fails before its end.
 	pending []pendingRead
 }
 
-// pendingRead is a queue read under way that a bundle reports at its end.
+// pendingRead is a queue read under way whose findings a later bundle end counts.
 type pendingRead struct {
 	queue  string
 	result func(context.Context) (*preflightResult, error)
+}
+
+// ended is a context that has ended: with it a read's result is a poll (gcpconn.Cache.Start).
+var ended = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// poll returns the read's result if it has ended; done is false while it is under way.
+func (r pendingRead) poll() (res *preflightResult, err error, done bool) {
+	res, err = r.result(ended)
+	if err != nil && errors.Is(err, context.Canceled) {
+		return nil, nil, false // the read's own failures are preflightReadErrors, never context.Canceled
+	}
+	return res, err, true
 }
 
 type doneKey struct {
@@ -278,8 +296,8 @@ func (p *queuePreflighter) startBundle() {
 	} else {
 		clear(p.done)
 	}
-	// Reads a failed bundle left pending stay: this bundle's end reports them. (A read's report
-	// is made once, by whichever bundle of the process first sees it done.)
+	// Reads that earlier bundles left pending stay: this bundle's end counts those that have
+	// ended. (A read is counted once, by whichever bundle of the process first sees it done.)
 }
 
 // check (nil-safe: a nil preflighter checks nothing) runs the preflight for the request about
@@ -291,8 +309,9 @@ func (p *queuePreflighter) startBundle() {
 // queue. When ctx ends before the read does, it returns that error too, and the queue stays
 // unchecked for the bundle: no task goes to a queue the preflight has not seen. Under PreflightWarn the tasks are
 // created whatever the read finds, so it does not wait: it starts the read, or finds it under
-// way, and finishBundle reports what it found. A QueueFn over many queues would otherwise wait
-// one queue read per new queue before that queue's first create, one after another.
+// way; the read logs what it found as it ends, and a later bundle end counts it. A QueueFn over
+// many queues would otherwise wait one queue read per new queue before that queue's first
+// create, one after another.
 func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) error {
 	if p == nil || p.mode == PreflightOff {
 		return nil
@@ -313,13 +332,7 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 		} else {
 			p.pending = append(p.pending, pendingRead{queue: key.queue, result: result})
 			if len(p.pending) > maxPendingReads {
-				p.settle(ctx, 1)
-			}
-			if len(p.pending) > maxPendingReads {
-				// ctx ended before the oldest read did: its report is left to
-				// whichever bundle sees the read next, so that the instance keeps
-				// no more than maxPendingReads however many queues follow.
-				p.drop(1)
+				p.settleOldest(ctx)
 			}
 		}
 		p.done[dk] = true
@@ -342,50 +355,64 @@ func (p *queuePreflighter) check(ctx context.Context, req *cloudtaskspb.CreateTa
 	return nil
 }
 
-// finishBundle (nil-safe) waits for the instance's reads under way under PreflightWarn and
-// reports what they found, on the bundle's context. They ran beside the bundle's creates, so
-// by the time its creates are answered they have usually ended. When ctx ends first, the reads
-// it did not see end stay pending for the instance's next bundle.
+// finishBundle (nil-safe) counts, on the bundle's context, what the instance's reads under
+// PreflightWarn found if they have ended, and leaves those still under way pending for a later
+// bundle. It never waits for a read: a bundle whose creates took milliseconds must not end
+// seconds later behind a slow GetQueue (up to preflightReadTimeout) only to report a warning,
+// which the read logs itself as it ends.
 func (p *queuePreflighter) finishBundle(ctx context.Context) {
 	if p == nil {
 		return
 	}
-	p.settle(ctx, len(p.pending))
-}
-
-// settle waits for the oldest n pending reads, reports what they found and forgets them. When
-// ctx ends first, it keeps those it did not see end.
-func (p *queuePreflighter) settle(ctx context.Context, n int) {
-	settled := 0
-	for _, r := range p.pending[:n] {
-		res, err := r.result(ctx)
-		if ctx.Err() != nil {
-			break
+	kept := p.pending[:0]
+	for _, r := range p.pending {
+		if res, err, done := r.poll(); done {
+			reportRead(ctx, r.queue, res, err)
+		} else {
+			kept = append(kept, r)
 		}
-		reportRead(ctx, r.queue, res, err)
-		settled++
 	}
-	p.drop(settled)
+	clear(p.pending[len(kept):]) // drops the results with the reads they hold
+	p.pending = kept
 }
 
-// drop forgets the oldest n pending reads.
-func (p *queuePreflighter) drop(n int) {
-	rest := copy(p.pending, p.pending[n:])
-	clear(p.pending[rest:]) // drops the results with the reads they hold
-	p.pending = p.pending[:rest]
+// settleOldest waits for the oldest pending read, reports what it found and forgets it. When
+// ctx ends first, it forgets the read unreported (whichever bundle sees it next counts it), so
+// that the instance keeps no more than maxPendingReads however many queues follow.
+func (p *queuePreflighter) settleOldest(ctx context.Context) {
+	oldest := p.pending[0]
+	if res, err := oldest.result(ctx); ctx.Err() == nil {
+		reportRead(ctx, oldest.queue, res, err)
+	}
+	n := copy(p.pending, p.pending[1:])
+	p.pending[n] = pendingRead{} // drops the result with the read it holds
+	p.pending = p.pending[:n]
 }
 
 // reportRead logs and counts, once per read whichever instance or bundle sees it first, what a
 // read that did not fail the bundle found: the queue's findings under PreflightWarn, or why
-// the queue is not checked. An error of ctx (the bundle ended while the read was under way)
-// reports nothing.
+// the queue is not checked. (Under PreflightWarn the read has logged it already, as it ended:
+// logRead.) An error of ctx (the bundle ended while the read was under way) reports nothing.
 func reportRead(ctx context.Context, queue string, res *preflightResult, err error) {
+	logRead(ctx, queue, res, err)
 	var re *preflightReadError
 	switch {
 	case errors.As(err, &re):
-		re.reported.Do(func() { re.report(ctx) })
+		re.counted.Do(func() { beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1) })
 	case err == nil:
-		res.reported.Do(func() { res.report(ctx, queue) })
+		res.counted.Do(func() { res.count(ctx) })
+	}
+}
+
+// logRead logs, once per read, what reportRead reports. The counters need a bundle's context;
+// the log does not, so under PreflightWarn the read logs as it ends, on a context of its own.
+func logRead(ctx context.Context, queue string, res *preflightResult, err error) {
+	var re *preflightReadError
+	switch {
+	case errors.As(err, &re):
+		re.logged.Do(func() { re.log(ctx) })
+	case err == nil:
+		res.logged.Do(func() { res.log(ctx, queue) })
 	}
 }
 
@@ -398,31 +425,45 @@ func (p *queuePreflighter) cacheOf() *gcpconn.Cache[preflightKey, *preflightResu
 }
 
 // readOf returns the read of key's queue. The read serves every instance waiting for it and
-// may outlive the bundle that started it: it runs on a context of its own, and what it found
-// is reported on a bundle's.
+// may outlive the bundle that started it: it runs on a context of its own. Under PreflightWarn
+// it logs what it found as it ends, so that no bundle need wait for it; what it found is
+// counted on a bundle's context.
 func (p *queuePreflighter) readOf(key preflightKey) func() (*preflightResult, error) {
 	if p.reader == nil {
 		p.reader = v2QueueReader{spec: p.client}
 	}
 	reader := p.reader
-	return func() (*preflightResult, error) { return read(context.Background(), reader, key) }
+	return func() (*preflightResult, error) {
+		ctx := context.Background()
+		res, err := read(ctx, reader, key)
+		if key.mode == PreflightWarn {
+			logRead(ctx, key.queue, res, err)
+		}
+		return res, err
+	}
 }
 
-// report logs and counts, once per read, what it found under PreflightWarn, or why the queue
-// is not checked.
-func (r *preflightResult) report(ctx context.Context, queue string) {
+// log logs what the read found under PreflightWarn, or why the queue is not checked.
+func (r *preflightResult) log(ctx context.Context, queue string) {
 	switch r.refused {
 	case codes.PermissionDenied:
-		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
 		infof(ctx, "queue preflight: not checking queue %s: the sink's identity may not read it (PERMISSION_DENIED; "+
 			"grant cloudtasks.queues.get, for example with roles/cloudtasks.viewer, to have paused queues and queue overrides reported)", queue)
 	case codes.Unimplemented:
-		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
 		infof(ctx, "queue preflight: not checking queue %s: the server does not implement GetQueue (UNIMPLEMENTED; an emulator?)", queue)
 	}
 	for _, f := range r.found {
-		beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
 		warnf(ctx, "queue preflight: queue %s %s (set WriterOptions.QueuePreflight to PreflightFail to fail the bundle instead, or PreflightOff to skip the check)", queue, f.text)
+	}
+}
+
+// count counts what log logs.
+func (r *preflightResult) count(ctx context.Context) {
+	if r.refused != codes.OK {
+		beam.NewCounter(MetricsNamespace, MetricQueuePreflightSkipped).Inc(ctx, 1)
+	}
+	for _, f := range r.found {
+		beam.NewCounter(MetricsNamespace, f.kind.metric()).Inc(ctx, 1)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	cloudtasks "cloud.google.com/go/cloudtasks/apiv2"
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
@@ -50,6 +51,9 @@ func TestQueuePreflightInAPipelineWithDynamicQueues(t *testing.T) {
 		UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"http_target"}}})
 	require.NoError(t, err)
 
+	// The bundle's end does not wait for the reads; it counts what they found if they have
+	// ended. Creates slower than a read make sure they have.
+	srv.SetLatency(50 * time.Millisecond)
 	elems := make([]any, 40)
 	for i := range elems {
 		elems[i] = order{ID: fmt.Sprint(i), Amount: 1}

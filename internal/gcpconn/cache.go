@@ -98,8 +98,10 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, create func() (V, error)) 
 // Start is Get without the wait: it finds key's value or remembered failure, or else starts
 // its creation (unless one is under way already), and returns at once. ready says the result
 // is at hand; either way result returns it, waiting for the creation Start found or began
-// (not for any later one, even if the entry is dropped meanwhile) until ctx ends. It serves a
-// caller that need not have the value to go on, only before it ends.
+// (not for any later one, even if the entry is dropped meanwhile) until ctx ends. A creation
+// that has ended gives its result whatever ctx, so a ctx that has ended already makes result
+// a poll: the result if the creation has ended, else ctx.Err() at once. Start serves a caller
+// that need not have the value to go on.
 func (c *Cache[K, V]) Start(key K, create func() (V, error)) (result func(ctx context.Context) (V, error), ready bool) {
 	e, ready := c.lookup(key, create)
 	if ready {
@@ -109,6 +111,11 @@ func (c *Cache[K, V]) Start(key K, create func() (V, error)) (result func(ctx co
 		return func(context.Context) (V, error) { return v, err }, true
 	}
 	return func(ctx context.Context) (V, error) {
+		select {
+		case <-e.done:
+			return e.value, e.err
+		default:
+		}
 		select {
 		case <-e.done:
 			return e.value, e.err

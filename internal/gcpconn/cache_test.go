@@ -415,6 +415,27 @@ func TestAResultStartReturnedGivesUpWithItsContext(t *testing.T) {
 	})
 }
 
+// A context that has ended makes a result a poll: the creation's result once it has ended,
+// every time (a select between two ready cases would pick either), else the context's error.
+func TestAResultStartReturnedPollsWithAnEndedContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var c Cache[string, string]
+		var calls atomic.Int64
+		result, _ := c.Start("a", slowRead(&calls, "a's", nil))
+		ended, cancel := context.WithCancel(t.Context())
+		cancel()
+		_, err := result(ended)
+		assert.ErrorIs(t, err, context.Canceled, "under way")
+		time.Sleep(readTime)
+		synctest.Wait()
+		for range 100 {
+			v, err := result(ended)
+			require.NoError(t, err, "ended")
+			assert.Equal(t, "a's", v)
+		}
+	})
+}
+
 func TestACacheGrownPastItsBoundByCreationsUnderWayShrinksBackAsTheyEnd(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := Cache[string, string]{MaxEntries: 3}
