@@ -204,15 +204,15 @@ func TestLogAndDropBoundsItsLogLinesPerBundleAndKeepsTheCountersExact(t *testing
 		require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
 
 		lines := logLines(logs, "cloudtasksio: dropped")
-		require.Equal(t, maxDropLinesPerBundle+1, len(lines), "bundle %d: the first few drops, then one summary line", bundle)
-		for _, line := range lines[:maxDropLinesPerBundle] {
+		require.Equal(t, maxLinesPerBundle+1, len(lines), "bundle %d: the first few drops, then one summary line", bundle)
+		for _, line := range lines[:maxLinesPerBundle] {
 			assert.Contains(t, line, "level=WARN")
 			assert.Contains(t, line, bundleQueue)
 			assert.Contains(t, line, "INVALID_ARGUMENT")
 		}
-		summary := lines[maxDropLinesPerBundle]
+		summary := lines[maxLinesPerBundle]
 		assert.Contains(t, summary, "level=WARN")
-		assert.Contains(t, summary, fmt.Sprintf("%d more", dropped-maxDropLinesPerBundle))
+		assert.Contains(t, summary, fmt.Sprintf("%d more", dropped-maxLinesPerBundle))
 		assert.Contains(t, summary, fmt.Sprintf("%d in this bundle", dropped))
 		assert.Contains(t, summary, "numRecordsSendErrors")
 		assert.NotContains(t, logs.String(), "secret-token", "no element value in the log")

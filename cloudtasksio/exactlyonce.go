@@ -164,6 +164,7 @@ type stagedCreateFn struct {
 
 	createBase[*stagedCreate]
 	staged *stagedMetrics
+	skewed bundleLines // envelopes of this bundle staged too far in this worker's future
 
 	// creator is the create call the bundle's engine sends through: the first StartBundle
 	// takes it from the process's shared Cloud Tasks client, unless newStagedCreateFnWith
@@ -197,7 +198,9 @@ func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ fun
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	return withPrefix(f.finish(ctx))
+	err := f.finish(ctx)
+	f.summarizeSkew(ctx)
+	return withPrefix(err)
 }
 
 func (f *stagedCreateFn) setupWorker() error {
@@ -217,10 +220,18 @@ func (f *stagedCreateFn) startBundle(ctx context.Context) error {
 		}
 		f.creator = clientCreator(client)
 	}
+	f.summarizeSkew(ctx) // of a bundle that failed in ProcessElement
 	opts := engineOptions(f.Spec.Writer)
 	opts.AttemptTimeout = f.Spec.Staged.RequestTimeout
 	f.start(f.creator, opts, f)
 	return nil
+}
+
+// summarizeSkew writes the one line that covers the bundle's envelopes staged in this worker's
+// future beyond the first maxLinesPerBundle, and starts the count again.
+func (f *stagedCreateFn) summarizeSkew(ctx context.Context) {
+	f.skewed.summarize(ctx, "exactly-once: %d more staged tasks were staged in this worker's future beyond Staged.ClockSkewAllowance and treated as expired, "+
+		"without a line each, %d in this bundle; the expiredEnvelopes* counters count every one")
 }
 
 func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error {
@@ -255,9 +266,12 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error
 		// The stage step's clock ran ahead of this one by more than the allowance the window
 		// leaves for it, so the deadline lies later than it should by an unknown amount: the
 		// envelope goes to the expired-envelope policy now rather than be sent inside a window
-		// that may no longer cover the name's retention.
-		warnf(ctx, "exactly-once: a staged task for queue %s was staged %v in this worker's future, more than Staged.ClockSkewAllowance (%v; option key sink.staged.clock-skew-allowance): treated as expired",
-			env.Queue, ahead.Round(time.Millisecond), f.Spec.Staged.ClockSkewAllowance)
+		// that may no longer cover the name's retention. A clock that is off is off for every
+		// envelope it staged: the first few of the bundle get a line, the rest a summary.
+		if f.skewed.add() {
+			warnf(ctx, "exactly-once: a staged task for queue %s was staged %v in this worker's future, more than Staged.ClockSkewAllowance (%v; option key sink.staged.clock-skew-allowance): treated as expired",
+				env.Queue, ahead.Round(time.Millisecond), f.Spec.Staged.ClockSkewAllowance)
+		}
 		deadline = now
 	}
 	return f.submit(ctx, &engine.Request[*stagedCreate]{

@@ -275,6 +275,47 @@ func TestAnEnvelopeStagedTooFarInTheFutureIsTreatedAsExpired(t *testing.T) {
 	})
 }
 
+// A worker whose clock runs ahead staged every envelope of a bundle in the create worker's
+// future: the bundle logs the first few and one summary, as LogAndDrop does, not a line per
+// envelope, and the counters count every one.
+func TestEnvelopesStagedInTheFutureLogAFewLinesPerBundleAndASummary(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		staged := DefaultStagedOptions()
+		staged.VerifyQueueRetention = false
+		staged.ExpiredEnvelopePolicy = ExpiredAssumeCreated
+		spec := eoSpec(t, "q", eoOrder{}, staged)
+		const skewed = 500
+		elems := make([]any, skewed)
+		for i := range elems {
+			elems[i] = eoOrder{ID: fmt.Sprint(i), Key: fmt.Sprint("k", i)}
+		}
+		envs := stageAll(t, spec, elems...)
+		for i := range envs {
+			envs[i].Origin += int64(2 * time.Hour)
+			envs[i].Deadline += int64(2 * time.Hour)
+		}
+		logs := captureLogs(t)
+		ctx, counters := metricsContext()
+		f := newStagedCreateFnWith(spec, &fakeCreator{})
+		require.NoError(t, f.Setup())
+		for bundle := 1; bundle <= 2; bundle++ {
+			logs.Reset()
+			require.NoError(t, createAll(ctx, f, envs))
+			lines := logLines(logs, "cloudtasksio: exactly-once:")
+			require.Len(t, lines, maxLinesPerBundle+1, "bundle %d: the first few envelopes, then one summary line", bundle)
+			for _, line := range lines[:maxLinesPerBundle] {
+				assert.Contains(t, line, "in this worker's future")
+			}
+			summary := lines[maxLinesPerBundle]
+			assert.Contains(t, summary, "level=WARN")
+			assert.Contains(t, summary, fmt.Sprintf("%d more staged tasks", skewed-maxLinesPerBundle))
+			assert.Contains(t, summary, fmt.Sprintf("%d in this bundle", skewed))
+			assert.Contains(t, summary, "Staged.ClockSkewAllowance")
+		}
+		assert.Equal(t, int64(2*skewed), counters()[MetricExpiredEnvelopesAssumedCreated], "every envelope counted")
+	})
+}
+
 func TestADeadlinePassingDuringRetriesIsCheckedBeforeTheResend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		staged := DefaultStagedOptions()

@@ -52,22 +52,39 @@ type elementFailure struct {
 func (e *elementFailure) Error() string { return e.err.Error() }
 func (e *elementFailure) Unwrap() error { return e.err }
 
-// maxDropLinesPerBundle bounds the LogAndDrop lines of one bundle: the first drops are logged
-// one by one, the rest are summed up in one line when the bundle ends. A systematic rejection
-// must not write a line per element to the job's log.
-const maxDropLinesPerBundle = 10
+// maxLinesPerBundle bounds the lines that one kind of per-element event writes to the log in
+// one bundle (bundleLines): the first are logged one by one, the rest summed up in one line
+// when the bundle ends. A systematic failure must not write a line per element to the job's log.
+const maxLinesPerBundle = 10
+
+// bundleLines counts one kind of per-element event of a bundle, such as LogAndDrop's drops,
+// and says which of them get a line of their own.
+type bundleLines struct{ n int }
+
+// add counts an event and reports whether it gets a line of its own: the first
+// maxLinesPerBundle of the bundle do.
+func (b *bundleLines) add() bool {
+	b.n++
+	return b.n <= maxLinesPerBundle
+}
+
+// summarize logs one line for the events of the bundle beyond the first maxLinesPerBundle, if
+// any, and starts the count again. format takes two %d: the events without a line, and all of
+// the bundle's.
+func (b *bundleLines) summarize(ctx context.Context, format string) {
+	if b.n > maxLinesPerBundle {
+		warnf(ctx, format, b.n-maxLinesPerBundle, b.n)
+	}
+	b.n = 0
+}
 
 // maxErrorText bounds the error text of a dead letter or a log line.
 const maxErrorText = 1024
 
 // summarizeDrops writes the one line that covers the drops of the bundle beyond the first
-// maxDropLinesPerBundle, and starts the count again.
+// maxLinesPerBundle, and starts the count again.
 func (f *writeFn) summarizeDrops(ctx context.Context) {
-	if f.dropped > maxDropLinesPerBundle {
-		warnf(ctx, "dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one",
-			f.dropped-maxDropLinesPerBundle, f.dropped)
-	}
-	f.dropped = 0
+	f.drops.summarize(ctx, "dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one")
 }
 
 // route applies the failure policy to an element failure and returns the error that fails the
@@ -97,8 +114,7 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	}
 	switch f.Spec.OnFailure {
 	case LogAndDrop:
-		f.dropped++
-		if f.dropped <= maxDropLinesPerBundle {
+		if f.drops.add() {
 			warnf(ctx, "dropped an element for queue %s (%s): %s", queue, ef.code, text)
 		}
 	case DeadLetter:

@@ -29,7 +29,7 @@ type writeFn struct {
 	builders    elementBuilders
 	queueFn     reflectx.Func1x2
 	emit        func(beam.EventTime, deadletter.FailedElement)
-	dropped     int                        // elements LogAndDrop dropped in this bundle
+	drops       bundleLines                // elements LogAndDrop dropped in this bundle
 	panicLogged bool                       // a panic while building a task was logged in this bundle
 	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
 	elemEncErr  error                      // why elemEnc is nil under DeadLetter
