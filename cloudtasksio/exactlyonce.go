@@ -284,11 +284,12 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error
 // checkEnvelope refuses an envelope that this sink cannot have staged: one for another queue
 // (it would be created there) or one without a creation deadline (nothing would keep its send
 // inside the name retention). These are not expiries: they fail the bundle whatever the
-// expired-envelope policy.
+// expired-envelope policy. The queue of a foreign or corrupted envelope may be anything, of
+// any size: the error quotes it cut to boundedtext.MaxEcho bytes.
 func (f *stagedCreateFn) checkEnvelope(env envelope) error {
 	if want := f.Spec.Queue.Path(); env.Queue != want {
 		return fmt.Errorf("exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
-			"the staged tasks do not belong to this sink", env.Queue, want)
+			"the staged tasks do not belong to this sink", boundedtext.Quote(env.Queue), want)
 	}
 	if env.Deadline <= 0 {
 		return fmt.Errorf("exactly-once: a staged task for queue %s carries no creation deadline; "+

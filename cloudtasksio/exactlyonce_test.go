@@ -24,6 +24,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // eoOrder is the element type of the exactly-once unit tests.
@@ -541,6 +542,27 @@ func TestMalformedEnvelopesFailTheBundleWhateverThePolicy(t *testing.T) {
 			})
 		}
 	}
+}
+
+// An envelope whose queue string is corrupted (or not this sink's at all) may carry anything
+// there, a megabyte of it: the error says enough to recognise it, and no more.
+func TestACorruptedEnvelopesQueueIsCutInTheError(t *testing.T) {
+	staged := DefaultStagedOptions()
+	staged.VerifyQueueRetention = false
+	spec := eoSpec(t, "q", eoOrder{}, staged)
+	env := stageAll(t, spec, eoOrder{ID: "1", Key: "k"})[0]
+	env.Queue = "projects/p/locations/l/queues/q\n" + strings.Repeat("x", 1<<20)
+	creator := &fakeCreator{}
+	ctx, _ := metricsContext()
+	f := newStagedCreateFnWith(spec, creator)
+	require.NoError(t, f.Setup())
+	err := createAll(ctx, f, []envelope{env})
+	require.Error(t, err)
+	assert.Less(t, len(err.Error()), 1024, "bounded")
+	assert.Contains(t, err.Error(), `"projects/p/locations/l/queues/q\nxxx`, "quoted, its start kept")
+	assert.Contains(t, err.Error(), boundedtext.Marker, "and marked as cut")
+	assert.Contains(t, err.Error(), "this sink writes to projects/p/locations/l/queues/q;")
+	assert.Zero(t, creator.callCount())
 }
 
 func TestExactlyOnceFailuresAreCountedOncePerEnvelope(t *testing.T) {
