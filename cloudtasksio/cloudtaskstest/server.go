@@ -19,8 +19,10 @@
 // details, reactors that answer by request, lost responses, latency, a
 // per-connection stream cap) lets a test exercise a client's recovery paths,
 // a per-queue create quota (WithCreateQuota) answers RESOURCE_EXHAUSTED above
-// a set number of creates per second, as the service does, and Observe shows
-// every call and its answer without changing it.
+// a set number of creates per second, as the service does, RefuseAtRandom and
+// RefuseBurst answer it to a share of the calls whatever their rate or to a
+// burst of them, and Observe shows every call and its answer without changing
+// it.
 //
 // Like the service, it dispatches the tasks of running queues: it sends each
 // task's HTTP request to its target with the headers Cloud Tasks adds (and a

@@ -32,9 +32,15 @@
 //	-create-quota-retry-info    quota rejections carry a google.rpc.RetryInfo delay (with -create-quota only)
 //	-create-latency DURATION    delay every CreateTask answer by DURATION (such as 30ms),
 //	                            rejected or not, as a distant region would
+//	-create-refuse SHARE        answer RESOURCE_EXHAUSTED to that share of the CreateTask
+//	                            calls (0.02 or 2%), drawn at random whatever their rate
+//	-create-refuse-burst N[@DELAY]
+//	                            answer RESOURCE_EXHAUSTED to the N CreateTask calls that
+//	                            arrive from DELAY (default 0) after the first one
 //	-no-dispatch                store tasks without dispatching them (load tests)
 //	-stats-on-exit              on SIGINT or SIGTERM, print the server's counters (tasks
-//	                            created, quota rejections, ...) as one JSON line on stdout,
+//	                            created, quota rejections, refusals as InjectedErrors, ...)
+//	                            as one JSON line on stdout,
 //	                            after "cloudtasks-emulator stats "
 //
 // It serves gRPC server reflection, so grpcurl lists and calls the services
@@ -277,6 +283,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	fs.Var(&listFlag{name: "create-quota", items: &quotas}, "create-quota", "per-queue CreateTask quota as [QUEUE=]RATE[/BURST]: RESOURCE_EXHAUSTED above RATE creates per second, in bursts of BURST (default RATE rounded up); without QUEUE for every queue; repeatable")
 	quotaRetryInfo := fs.Bool("create-quota-retry-info", false, "quota rejections carry a google.rpc.RetryInfo detail with the delay until the next token")
 	createLatency := fs.Duration("create-latency", 0, "delay every CreateTask call by this long before it is answered, rejected or not, such as 30ms (0: none)")
+	refuse := fs.String("create-refuse", "", "answer RESOURCE_EXHAUSTED to this share of the CreateTask calls, drawn at random whatever their rate, such as 0.02 or 2%")
+	refuseBurst := fs.String("create-refuse-burst", "", "answer RESOURCE_EXHAUSTED to N CreateTask calls in a row, given as N[@DELAY]: those arriving from DELAY (default 0) after the first one, such as 40@2s")
 	noDispatch := fs.Bool("no-dispatch", false, "store tasks without dispatching them, for load tests that must not call any target")
 	statsOnExit := fs.Bool("stats-on-exit", false, "when stopped, print the server's counters (cloudtaskstest.Stats) as one JSON line on stdout, after \"cloudtasks-emulator stats \"")
 	byFlag := map[string]*setting{"host": &host, "port": &port, "openid-issuer": &issuer, "oidc-key-file": &keyFile, "hard-reset-on-purge-queue": &hardReset}
@@ -331,6 +339,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	}
 	if *quotaRetryInfo && len(quotas) == 0 {
 		return usagef("-create-quota-retry-info: there is no quota to reject with it; give -create-quota too")
+	}
+	refusals, err := refusalReactors(*refuse, *refuseBurst)
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: lvl}))
 
@@ -389,6 +401,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 	}
 	defer srv.Close()
 	srv.SetLatency(*createLatency)
+	for _, r := range refusals {
+		srv.AddReactor("CreateTask", r)
+	}
 	for _, q := range queues {
 		if _, err := srv.CreateQueue(q.value); err != nil {
 			return queueError(q, err)

@@ -192,6 +192,43 @@ func TestEmulatorCreateQuotaFlags(t *testing.T) {
 	require.Equal(t, codes.ResourceExhausted, status.Code(create(other)), "the queue's own quota: burst 1")
 }
 
+// -create-refuse refuses a share of the creates at random and -create-refuse-burst the N in a
+// row from its delay on; both answer RESOURCE_EXHAUSTED and store nothing.
+func TestEmulatorCreateRefuseFlags(t *testing.T) {
+	createAll := func(addr string, n int) (refused []bool) {
+		client := dial(t, addr)
+		for range n {
+			_, err := client.CreateTask(context.Background(), &cloudtaskspb.CreateTaskRequest{Parent: queue, Task: &cloudtaskspb.Task{
+				MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{Url: "http://127.0.0.1:1/hook"}},
+			}})
+			if err != nil {
+				require.Equal(t, codes.ResourceExhausted, status.Code(err), "error %v", err)
+			}
+			refused = append(refused, err != nil)
+		}
+		return refused
+	}
+	count := func(bs []bool) (n int) {
+		for _, b := range bs {
+			if b {
+				n++
+			}
+		}
+		return n
+	}
+	const calls = 300
+	addr, _ := startRun(t, nil, "-port", "0", "-queue", queue, "-no-dispatch", "-create-refuse-burst", "3", "-create-refuse", "25%")
+	got := createAll(addr, calls)
+	assert.Equal(t, []bool{true, true, true}, got[:3], "the burst: the first three")
+	assert.InDelta(t, 0.25*(calls-3), count(got[3:]), 40, "then a quarter at random")
+
+	addr, _ = startRun(t, nil, "-port", "0", "-queue", queue, "-no-dispatch", "-create-refuse", "0.1")
+	assert.InDelta(t, 0.1*calls, count(createAll(addr, calls)), 20, "a share as a fraction")
+
+	addr, _ = startRun(t, nil, "-port", "0", "-queue", queue, "-no-dispatch", "-create-refuse-burst", "5@1h", "-create-refuse", "0")
+	assert.Zero(t, count(createAll(addr, 20)), "a burst an hour after the first create, and a share of zero, refuse nothing now")
+}
+
 func TestEmulatorCreateLatencyAndNoDispatchFlags(t *testing.T) {
 	ts, got := recordingTarget(t)
 	const latency = 150 * time.Millisecond
@@ -482,6 +519,16 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 		"latency too long":  {[]string{"-port", "0", "-create-latency", "1h"}, "-create-latency", nil},
 		"latency no unit":   {[]string{"-port", "0", "-create-latency", "30"}, "-create-latency", nil},
 		"retry info alone":  {[]string{"-port", "0", "-create-quota-retry-info"}, "-create-quota-retry-info", nil},
+		"refuse word":       {[]string{"-port", "0", "-create-refuse", "some"}, "-create-refuse", nil},
+		"refuse above one":  {[]string{"-port", "0", "-create-refuse", "1.5"}, "-create-refuse", nil},
+		"refuse percent":    {[]string{"-port", "0", "-create-refuse", "150%"}, "-create-refuse", nil},
+		"refuse negative":   {[]string{"-port", "0", "-create-refuse", "-0.1"}, "-create-refuse", nil},
+		"refuse NaN":        {[]string{"-port", "0", "-create-refuse", "NaN"}, "-create-refuse", nil},
+		"burst zero":        {[]string{"-port", "0", "-create-refuse-burst", "0"}, "-create-refuse-burst", nil},
+		"burst word":        {[]string{"-port", "0", "-create-refuse-burst", "many"}, "-create-refuse-burst", nil},
+		"burst delay":       {[]string{"-port", "0", "-create-refuse-burst", "40@soon"}, "-create-refuse-burst", nil},
+		"burst negative":    {[]string{"-port", "0", "-create-refuse-burst", "40@-1s"}, "-create-refuse-burst", nil},
+		"burst too late":    {[]string{"-port", "0", "-create-refuse-burst", "40@25h"}, "-create-refuse-burst", nil},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
