@@ -249,3 +249,92 @@ func TestReplayRefusesAWriteWithoutNamedTasksOrWithADroppingPolicy(t *testing.T)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Subscription")
 }
+
+// replayDeadLetter is a dead letter of connector for queue, carrying o as its element.
+func replayDeadLetter(t *testing.T, connector, queue string, o replayJSON) deadletter.FailedElement {
+	t.Helper()
+	elem, typ, err := deadletter.EncodeElement(o)
+	require.NoError(t, err)
+	return deadletter.FailedElement{Connector: connector, Destination: queue, Code: cloudtasksio.CodeInvalidArgument,
+		Error: "refused", Element: elem, ElementType: typ}
+}
+
+// publishedDeadLetters starts a Pub/Sub server with a topic and a subscription to it, and
+// publishes fes to the topic through pubsubdl.ToPubSub, as the sinks sharing the topic would.
+func publishedDeadLetters(t *testing.T, fes ...deadletter.FailedElement) (ps *pstest.Server, sub string) {
+	t.Helper()
+	ctx := context.Background()
+	ps = pstest.NewServer()
+	t.Cleanup(func() { ps.Close() })
+	topic, sub := "projects/demo-project/topics/shared-dead-letters", "projects/demo-project/subscriptions/replay"
+	_, err := ps.GServer.CreateTopic(ctx, &pubsubpb.Topic{Name: topic})
+	require.NoError(t, err)
+	_, err = ps.GServer.CreateSubscription(ctx, &pubsubpb.Subscription{Name: sub, Topic: topic, AckDeadlineSeconds: 60})
+	require.NoError(t, err)
+	p, s := beam.NewPipelineWithRoot()
+	pub := pubsubdl.DefaultPubSubConfig(topic)
+	pub.EmulatorEndpoint = ps.Addr
+	elems := make([]any, len(fes))
+	for i, fe := range fes {
+		elems[i] = fe
+	}
+	pubsubdl.ToPubSub(s, pub, beam.Create(s, elems...))
+	_, err = ptest.RunWithMetrics(p)
+	require.NoError(t, err)
+	require.Len(t, ps.Messages(), len(fes))
+	return ps, sub
+}
+
+// replayQueue makes a queue of the replay tests on ct and returns it with a client to it.
+func replayQueue(t *testing.T, ct *exampleenv.CloudTasks, name string) (cloudtasksio.Queue, func() []*cloudtaskspb.Task) {
+	t.Helper()
+	ctx := context.Background()
+	queue := cloudtasksio.Queue{Project: "demo-project", Location: "us-central1", Name: name}
+	client, err := ct.NewClient(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { client.Close() })
+	require.NoError(t, exampleenv.EnsureQueue(ctx, client, queue, true))
+	return queue, func() []*cloudtaskspb.Task {
+		tasks, err := exampleenv.ListTasks(ctx, client, queue)
+		require.NoError(t, err)
+		return tasks
+	}
+}
+
+// TestReplayLeavesWhatIsNotItsOwnOnASharedTopic replays from a topic that another sink and a
+// Write to another queue share with the replay's Write: only the Write's own dead letters are
+// written and acknowledged; the others are counted as not replayable and stay on the
+// subscription, unacknowledged, for their own consumers.
+func TestReplayLeavesWhatIsNotItsOwnOnASharedTopic(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	queue, tasks := replayQueue(t, ct, "replay-shared")
+	other := "projects/demo-project/locations/us-central1/queues/refunds"
+	ps, sub := publishedDeadLetters(t,
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "own-1", Note: "BAD"}),
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "own-2", Note: "ok"}),
+		replayDeadLetter(t, "bigquery", queue.Path(), replayJSON{ID: "another-connector", Note: "ok"}),
+		replayDeadLetter(t, cloudtasksio.Connector, other, replayJSON{ID: "another-queue", Note: "ok"}))
+
+	cfg := cloudtasksio.Config{Queue: queue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/replay", Body: formats.JSON()},
+		TaskIDFn: replayJSONKey, EmulatorEndpoint: ct.Endpoint}
+	var out strings.Builder
+	res, err := replay.Run(context.Background(), exampleEnv(ct, &out), replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1, Write: cfg, Fix: fixReplayJSON}, reflect.TypeFor[replayJSON]())
+	require.NoError(t, err)
+	assert.Equal(t, int64(4), res.Replay[replay.MetricRead])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricReplayed])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricNotReplayable])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricNotOwn])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricAcknowledged])
+	assert.Equal(t, 2, res.Created)
+	for _, task := range tasks() {
+		assert.Contains(t, string(task.GetHttpRequest().GetBody()), `"id":"own-`, "only the Write's own dead letters reach its queue")
+	}
+	for _, m := range ps.Messages() {
+		if m.Attributes[pubsubdl.AttrConnector] == cloudtasksio.Connector && m.Attributes[pubsubdl.AttrDestination] == queue.Path() {
+			assert.Positive(t, m.Acks, "the replayed dead letters are acknowledged")
+		} else {
+			assert.Zero(t, m.Acks, "the others stay on the subscription")
+		}
+	}
+	assert.Contains(t, out.String(), "2 dead letter(s) were left on the subscription, not acknowledged (2 not the replay's own")
+}

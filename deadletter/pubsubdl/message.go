@@ -245,6 +245,10 @@ func readEnvelope(data []byte, fe *deadletter.FailedElement) error {
 // present but unreadable one is an error naming the attribute. An Error value that ToPubSub
 // cut to MaxAttributeBytes comes back cut, ending with TruncatedMarker. Attributes that do not
 // belong to a FailedElement (AttrWorker, AttrBundle, any added by others) are ignored.
+//
+// FromMessage does not judge whose dead letter msg is. On a topic that several sinks share, a
+// consumer that writes dead letters again checks Connector and Destination first, as the
+// replay example does, and leaves the others alone.
 func FromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, error) {
 	if msg == nil {
 		return deadletter.FailedElement{}, time.Time{}, errors.New("pubsubdl: FromMessage: the message is nil")

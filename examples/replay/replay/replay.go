@@ -20,8 +20,13 @@
 // acknowledges nothing, and the next run reads the same dead letters again, which the named
 // tasks make harmless. An ack sent after the message's ack deadline (a Write that took longer
 // than the rest of the 10 minutes) may come too late: it is counted apart (MetricAckLate), and
-// Pub/Sub may offer the message to the next run. Dead letters that cannot be replayed (no element, another element
-// type, an unreadable message) are counted and left on the subscription.
+// Pub/Sub may offer the message to the next run. Dead letters that cannot be replayed (no element,
+// another element type, an unreadable message) are counted and left on the subscription, and so
+// are those that are not the replay's own: a dead letter of another connector on a shared
+// topic, or one for another queue than the replay's Write queue. Left means not acknowledged:
+// the reader does not nack them either, since a nacked message would come straight back to the
+// pulls of the same run and keep it from ever finding the subscription drained. They come back
+// when the ack deadline the reader set passes, for a later run.
 package replay
 
 import (
@@ -75,9 +80,13 @@ const (
 	// written).
 	MetricLeftOut = "deadLettersLeftOut"
 	// MetricNotReplayable counts the dead letters that cannot be replayed: no element, an
-	// element of another type, or a message FromMessage cannot read. They stay on the
-	// subscription.
+	// element of another type, a message FromMessage cannot read, or one that is not the
+	// replay's own (MetricNotOwn). They stay on the subscription.
 	MetricNotReplayable = "deadLettersNotReplayable"
+	// MetricNotOwn counts the dead letters, among MetricNotReplayable, that are not the
+	// replay's own: another connector's (a topic shared by several sinks), or one for another
+	// queue than Options.Write.Queue.
+	MetricNotOwn = "deadLettersNotOwn"
 	// MetricAcknowledged counts the messages acknowledged after the Write finished, within
 	// their ack deadline.
 	MetricAcknowledged = "deadLettersAcknowledged"
@@ -95,7 +104,9 @@ const DefaultEmptyPulls = 3
 type Options struct {
 	// Subscription ("projects/P/subscriptions/S") is read for dead letters published by
 	// pubsubdl.ToPubSub. Give the replay a subscription of its own: the messages it
-	// acknowledges are gone from it.
+	// acknowledges are gone from it. The replay takes only the dead letters of connector
+	// cloudtasksio.Connector and, when Write has a fixed Queue, of that queue; it leaves the
+	// others on the subscription (MetricNotOwn).
 	Subscription string
 	// PubSubEndpoint is a Pub/Sub emulator's "host:port"; empty reads the Pub/Sub service
 	// with application-default credentials.
@@ -162,7 +173,11 @@ func Build(s beam.Scope, opts Options, elem reflect.Type) error {
 	if empty == 0 {
 		empty = DefaultEmptyPulls
 	}
-	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages, EmptyPulls: empty}, beam.Impulse(s))
+	own := ""
+	if opts.Write.QueueFn == nil {
+		own = opts.Write.Queue.Path() // with a QueueFn, the function decides where each element goes
+	}
+	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages, EmptyPulls: empty, Queue: own}, beam.Impulse(s))
 	read = beam.Reshuffle(s, read)
 	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, Fix: fix}, read, beam.TypeDefinition{Var: beam.XType, T: elem})
 	failed, err := cloudtasksio.TryWrite(s, opts.Write, elems)
@@ -240,8 +255,48 @@ type pullFn struct {
 	Endpoint     string
 	MaxMessages  int
 	EmptyPulls   int
+	Queue        string // the Write's queue; empty: any (a Write with a QueueFn)
 
 	now func() time.Time // nil: time.Now
+}
+
+// maxLeftLines bounds the lines a step logs, per bundle, for the dead letters it leaves on the
+// subscription: the first get a line each, the rest one summary line. A topic that several
+// sinks share may hold thousands of dead letters that are not the replay's.
+const maxLeftLines = 10
+
+// leftLines counts the dead letters a bundle leaves on the subscription, and logs the first
+// maxLeftLines of them.
+type leftLines struct{ n int }
+
+func (l *leftLines) warnf(ctx context.Context, format string, args ...any) {
+	l.n++
+	if l.n <= maxLeftLines {
+		log.Warnf(ctx, format, args...)
+	}
+}
+
+// summarize logs one line for the dead letters left without a line of their own, if any, and
+// starts the count again.
+func (l *leftLines) summarize(ctx context.Context) {
+	if l.n > maxLeftLines {
+		log.Warnf(ctx, "replay: %d more dead letters were left on the subscription without a line each, %d in this bundle; %s counts every one",
+			l.n-maxLeftLines, l.n, MetricNotReplayable)
+	}
+	l.n = 0
+}
+
+// notOwn says why fe is not a dead letter of the replay's Write (of cloudtasksio and, with a
+// fixed queue, of queue), or returns "" when it is. The values it repeats come from message
+// attributes, so it cuts them.
+func notOwn(fe deadletter.FailedElement, queue string) string {
+	switch {
+	case fe.Connector != cloudtasksio.Connector:
+		return fmt.Sprintf("it comes from connector %s, not %q", boundedtext.Quote(fe.Connector), cloudtasksio.Connector)
+	case queue != "" && fe.Destination != queue:
+		return fmt.Sprintf("it is for queue %s, not the replay's Write queue %s", boundedtext.Quote(fe.Destination), queue)
+	}
+	return ""
 }
 
 func (f *pullFn) clock() time.Time {
@@ -254,11 +309,14 @@ func (f *pullFn) clock() time.Time {
 func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.EventTime, pulled)) error {
 	read := beam.NewCounter(MetricsNamespace, MetricRead)
 	notReplayable := beam.NewCounter(MetricsNamespace, MetricNotReplayable)
+	notOwnCount := beam.NewCounter(MetricsNamespace, MetricNotOwn)
 	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	var left leftLines
+	defer left.summarize(ctx)
 	seen := map[string]bool{}
 	var started time.Time
 	for n, empty := 0, 0; (f.MaxMessages == 0 || n < f.MaxMessages) && empty < f.EmptyPulls; {
@@ -304,7 +362,13 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 			fe, et, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.GetData(), Attributes: m.GetAttributes()})
 			if err != nil {
 				notReplayable.Inc(ctx, 1)
-				log.Warnf(ctx, "replay: message %s is left on the subscription: %v", m.GetMessageId(), err)
+				left.warnf(ctx, "replay: message %s is left on the subscription: %v", m.GetMessageId(), err)
+				continue
+			}
+			if why := notOwn(fe, f.Queue); why != "" {
+				notReplayable.Inc(ctx, 1)
+				notOwnCount.Inc(ctx, 1)
+				left.warnf(ctx, "replay: message %s is left on the subscription: %s", m.GetMessageId(), why)
 				continue
 			}
 			t := mtime.MinTimestamp
@@ -454,6 +518,10 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 	fmt.Fprintf(w, "replay of %s in %v: %d dead letter(s) read, %d replayed, %d left out by the fix, %d not replayable; %d acknowledged.\n",
 		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
 		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])
+	if n := res.Replay[MetricNotReplayable]; n > 0 {
+		fmt.Fprintf(w, "%d dead letter(s) were left on the subscription, not acknowledged (%d not the replay's own: another connector's, or another queue's); they come back after their ack deadline, for a later run.\n",
+			n, res.Replay[MetricNotOwn])
+	}
 	if late := res.Replay[MetricAckLate]; late > 0 {
 		fmt.Fprintf(w, "%d dead letter(s) were acknowledged after their ack deadline: Pub/Sub may offer them again, and the next replay reads them again.\n", late)
 	}

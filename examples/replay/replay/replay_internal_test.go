@@ -1,7 +1,10 @@
 package replay
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,9 +12,11 @@ import (
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/metrics"
+	beamlog "github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 )
@@ -93,4 +98,82 @@ func TestAnAckAfterItsDeadlineIsCountedLate(t *testing.T) {
 	for _, m := range srv.Messages() {
 		assert.Positive(t, m.Acks, "both acks were sent")
 	}
+}
+
+// A topic that several sinks share holds dead letters that are not the replay's: another
+// connector's, or those of a Write to another queue. The reader leaves them on the
+// subscription (no ack, no nack: their ack deadline lapses, for a later run), counts them, and
+// logs the first few of them and one summary line.
+func TestTheReaderLeavesDeadLettersThatAreNotItsOwnOnTheSubscription(t *testing.T) {
+	const queue = "projects/p/locations/l/queues/orders"
+	srv := newSubscription(t, 0)
+	publish := func(n int, attrs map[string]string) {
+		for range n {
+			srv.Publish(testTopic, []byte("payload"), attrs)
+		}
+	}
+	publish(2, map[string]string{pubsubdl.AttrConnector: cloudtasksio.Connector, pubsubdl.AttrDestination: queue})
+	publish(20, map[string]string{pubsubdl.AttrConnector: "bigquery", pubsubdl.AttrDestination: queue})
+	publish(1, map[string]string{pubsubdl.AttrConnector: cloudtasksio.Connector, pubsubdl.AttrDestination: "projects/p/locations/l/queues/refunds"})
+	publish(1, map[string]string{pubsubdl.AttrConnector: strings.Repeat("c", 1000), pubsubdl.AttrDestination: queue})
+	logs := captureLogs(t)
+	f := &pullFn{Subscription: testSub, Endpoint: srv.Addr, EmptyPulls: 1, Queue: queue}
+	ctx, counters := metricsContext()
+	var got []pulled
+	require.NoError(t, f.ProcessElement(ctx, nil, func(_ beam.EventTime, p pulled) { got = append(got, p) }))
+
+	require.Len(t, got, 2, "only the replay's own dead letters go on")
+	for _, p := range got {
+		assert.Equal(t, queue, p.DeadLetter.Destination)
+	}
+	assert.Equal(t, map[string]int64{MetricRead: 24, MetricNotReplayable: 22, MetricNotOwn: 22}, counters())
+	for _, m := range srv.Messages() {
+		assert.Zero(t, m.Acks, "nothing is acknowledged by the reader")
+		for _, mod := range m.Modacks {
+			assert.Equal(t, int32(ackExtension), mod.AckDeadline, "extended, never nacked")
+		}
+	}
+	lines := logLines(logs, "replay:")
+	require.Len(t, lines, maxLeftLines+1, "the first few, then one summary line")
+	assert.Contains(t, lines[maxLeftLines], "12 more dead letters were left on the subscription without a line each, 22 in this bundle")
+	for _, line := range lines {
+		assert.Less(t, len(line), 600, "bounded")
+		assert.NotContains(t, line, "payload")
+	}
+	// (The log's text handler escapes the quotes.)
+	assert.Contains(t, logs.String(), `it comes from connector \"bigquery\", not \"cloudtasks\"`)
+	assert.Equal(t, `it is for queue "projects/p/locations/l/queues/refunds", not the replay's Write queue `+queue,
+		notOwn(deadletter.FailedElement{Connector: cloudtasksio.Connector, Destination: "projects/p/locations/l/queues/refunds"}, queue))
+
+	// A Write with a QueueFn takes the dead letters of every queue, not another connector's.
+	srv = newSubscription(t, 0)
+	publish(1, map[string]string{pubsubdl.AttrConnector: cloudtasksio.Connector, pubsubdl.AttrDestination: "projects/p/locations/l/queues/refunds"})
+	publish(1, map[string]string{pubsubdl.AttrConnector: "bigquery", pubsubdl.AttrDestination: queue})
+	f = &pullFn{Subscription: testSub, Endpoint: srv.Addr, EmptyPulls: 1}
+	got = got[:0]
+	require.NoError(t, f.ProcessElement(ctx, nil, func(_ beam.EventTime, p pulled) { got = append(got, p) }))
+	require.Len(t, got, 1)
+	assert.Equal(t, "projects/p/locations/l/queues/refunds", got[0].DeadLetter.Destination)
+}
+
+// captureLogs sends what Beam's log package writes into a buffer for the rest of the test.
+func captureLogs(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	var buf bytes.Buffer
+	saved := slog.Default()
+	beamlog.SetLogger(&beamlog.Structural{})
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(saved) })
+	return &buf
+}
+
+// logLines returns the lines of buf that contain containing.
+func logLines(buf *bytes.Buffer, containing string) []string {
+	var out []string
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if strings.Contains(line, containing) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
