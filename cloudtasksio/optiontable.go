@@ -1,6 +1,7 @@
 package cloudtasksio
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -34,13 +35,16 @@ type optionRow struct {
 	help string
 	// required keys must be given; blankOK keys accept an empty value.
 	required, blankOK bool
+	// value is the Go type set parses the value into; nil for text the row keeps as given
+	// (target.type, header values, format options).
+	value reflect.Type
 	// set parses value and stores it in cfg; why says what is wrong with a rejected value.
 	set func(cfg *Config, entry, value string) (why string)
 }
 
 // optionOf is the row of a key whose value of kind k is stored where field points.
 func optionOf[T any](key, path string, k valueKind[T], field func(*Config) *T) optionRow {
-	return optionRow{key: key, fields: []string{path}, help: k.help, set: func(cfg *Config, _, v string) string {
+	return optionRow{key: key, fields: []string{path}, help: k.help, value: reflect.TypeFor[T](), set: func(cfg *Config, _, v string) string {
 		x, why := k.parse(v)
 		if why == "" {
 			*field(cfg) = x
