@@ -5,7 +5,8 @@
 // retrieves the staged worker binary (the pipeline's own binary, staged by the launcher's
 // `--worker_binary`) into a directory of its own, and starts that binary in worker mode as a
 // new process. So the pipeline's DoFns run in a process other than the launcher's, as they do
-// on Dataflow and Flink.
+// on Dataflow and Flink. The pool itself is package internal/workerpool, which the
+// cross-language expansion service runs too.
 //
 // It exists because Beam's own pool (the Go boot program's --worker_pool) always listens on
 // port 50000 of every interface; .ci/engines starts this one on a free 127.0.0.1 port:
@@ -26,6 +27,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/workerpool"
 )
 
 func main() {
@@ -53,7 +56,7 @@ func run(addr, dir string) error {
 	if err != nil {
 		return err
 	}
-	p := newPool(dir)
+	p := workerpool.New(workerpool.Options{Dir: dir})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
