@@ -9,7 +9,9 @@ package cloudtasksio
 //	go test -run '^$' -bench BenchmarkScale -benchtime 1x ./cloudtasksio/
 //
 // runs the short default set; CLOUDTASKSIO_SCALE=full (or goal, goal250, queues, memory, all, or
-// a comma separated mix) runs more, CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
+// a comma separated mix; or sporadic, refusals that do not follow the rate, each case with
+// adaptive concurrency off and on: scale_sporadic_test.go) runs more,
+// CLOUDTASKSIO_SCALE_OUT=<file> appends one CSV row per case and
 // CLOUDTASKSIO_SCALE_SERIES=<file> writes the created/s and rejected/s series of the cases as
 // perfchart CSV; CLOUDTASKSIO_SCALE_ONLY=<text> runs only the cases whose name holds it
 // (goal/K=8/M=16/N=20000/Q=1/latency=200ms, or K=8/M=16/N=20000). CLOUDTASKSIO_SCALE_PULL=<n>
@@ -129,6 +131,18 @@ type scaleCase struct {
 	// StartRate, when above zero, is each worker's WriterOptions.AdaptiveStartRate, in creates
 	// per second per queue; zero: slow start.
 	StartRate float64
+	// Refuse is the share of creates the emulator refuses at random, whatever their rate
+	// (-create-refuse); RefuseBurst, when above zero, is how many it refuses in a row from
+	// RefuseAfter after the first create on (-create-refuse-burst).
+	Refuse      float64
+	RefuseBurst int
+	RefuseAfter time.Duration
+	// Adaptive is the workers' WriterOptions.AdaptiveConcurrency, "on" or "off", named in the
+	// case's name; empty: the default (on), left out of the name.
+	Adaptive string
+	// Cap, when above zero, stops the workers that long after their common start, whatever
+	// they have created: a controller that collapses ends its case all the same.
+	Cap time.Duration
 }
 
 // pool is the ChannelPoolSize a worker of c needs, as tuning.md sizes it: about one connection
@@ -154,6 +168,15 @@ func (c scaleCase) String() string {
 	}
 	if c.StartRate > 0 {
 		s += fmt.Sprintf("/start=%g", c.StartRate)
+	}
+	if c.Refuse > 0 {
+		s += fmt.Sprintf("/refuse=%g%%", 100*c.Refuse)
+	}
+	if c.RefuseBurst > 0 {
+		s += fmt.Sprintf("/burst=%d@%v", c.RefuseBurst, c.RefuseAfter)
+	}
+	if c.Adaptive != "" {
+		s += "/adaptive=" + c.Adaptive
 	}
 	return s
 }
@@ -200,6 +223,7 @@ func scaleSets() map[string][]scaleCase {
 	}
 	sets["queues"] = []scaleCase{{Name: "10k-queues", Procs: 2, Instances: 16, Tasks: 20000, Queues: 10000, Latency: 30 * time.Millisecond, Quota: 1000, Burst: 100}}
 	sets["memory"] = []scaleCase{{Name: "100k-queues", Procs: 1, Instances: 16, Tasks: 100000, Queues: 100000, Latency: 5 * time.Millisecond}}
+	sets["sporadic"] = sporadicCases()
 	return sets
 }
 
@@ -219,6 +243,10 @@ type scaleWorkerConfig struct {
 	Work string
 	// StartRate is the sink's WriterOptions.AdaptiveStartRate; 0: slow start.
 	StartRate float64
+	// AdaptiveOff turns the sink's adaptive concurrency off (WriterOptions.AdaptiveConcurrency).
+	AdaptiveOff bool
+	// Stop, when set, is when the instances stop, whatever they have left to write.
+	Stop time.Time
 }
 
 // scaleWorkerResult is what a worker process reports on stdout, as one JSON line.
@@ -235,7 +263,9 @@ type scaleWorkerResult struct {
 	Duration                  time.Duration // from Start to the last instance's end
 	Bundles                   int           // bundles run to the end (replays not counted)
 	MaxRSSKiB                 int64
-	Err                       string
+	// Stopped says an instance stopped at the case's cap with tasks left to write.
+	Stopped bool
+	Err     string
 }
 
 // scaleRecorder is the worker's client interceptor: it sees every CreateTask the sink sends.
@@ -337,6 +367,9 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 		cfgSink.Queue = q
 	}
 	cfgSink.Writer.AdaptiveStartRate = cfg.StartRate
+	if cfg.AdaptiveOff {
+		cfgSink.Writer.AdaptiveConcurrency = AdaptiveConcurrencyOff
+	}
 	spec, err := compile(cfgSink, typeOf(scaleTask{}))
 	if err != nil {
 		return scaleWorkerResult{}, err
@@ -345,6 +378,7 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var bundles, failed int
+	var stopped bool
 	var firstErr error
 	started := make([]time.Time, cfg.Instances)
 	for i := range cfg.Instances {
@@ -355,6 +389,9 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 			defer mu.Unlock()
 			bundles += n
 			failed += f
+			if errors.Is(err, errScaleStopped) {
+				stopped, err = true, nil
+			}
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -367,6 +404,7 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	res.Duration = time.Since(cfg.Start)
 	res.FailedBundles = failed
 	res.Bundles = bundles
+	res.Stopped = stopped
 	for i := range cfg.Instances {
 		if at, ok := rec.first[i]; ok {
 			res.FirstWaits = append(res.FirstWaits, at.Sub(started[i]))
@@ -374,6 +412,9 @@ func scaleWorker(cfg scaleWorkerConfig) (scaleWorkerResult, error) {
 	}
 	return res, firstErr
 }
+
+// errScaleStopped is an instance's end at the case's cap (scaleWorkerConfig.Stop).
+var errScaleStopped = errors.New("stopped at the cap")
 
 // scaleMaxReplays bounds the attempts of one bundle.
 const scaleMaxReplays = 20
@@ -386,6 +427,11 @@ func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (bundles
 		return 0, 0, err
 	}
 	ctx := metrics.SetPTransformID(metrics.SetBundleID(context.Background(), fmt.Sprint("instance-", instance)), "write")
+	if !cfg.Stop.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, cfg.Stop)
+		defer cancel()
+	}
 	emit := func(beam.EventTime, deadletter.FailedElement) {}
 	next := scaleEqualPart(cfg, instance)
 	if cfg.Work != "" {
@@ -410,6 +456,9 @@ func scaleInstance(cfg scaleWorkerConfig, spec *sinkSpec, instance int) (bundles
 			}
 			if err := scaleBundle(ctx, f, bundle, emit); err == nil {
 				break
+			}
+			if ctx.Err() != nil {
+				return bundles, failed, errScaleStopped // not a failed bundle
 			}
 			failed++
 		}
@@ -543,6 +592,8 @@ type scaleResult struct {
 	Wall                  time.Duration
 	CreatedPerSlot        []int
 	RejectedPerSlot       []int
+	// Capped says a worker stopped at the case's Cap with tasks left to write.
+	Capped bool
 }
 
 // BenchmarkScale runs the multi-process harness; see the top of this file. One iteration per
@@ -564,7 +615,7 @@ func BenchmarkScale(b *testing.B) {
 		}
 		set, ok := sets[name]
 		if !ok {
-			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, goal250, queues, memory or all, comma separated", scaleSetEnv, names, name)
+			b.Fatalf("%s=%q: unknown set %q; want quick, full, goal, goal250, queues, memory, sporadic or all, comma separated", scaleSetEnv, names, name)
 		}
 		cases = append(cases, set...)
 	}
@@ -604,7 +655,12 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatalf("%s=%q: no case of %s=%q has it in its name", scaleOnlyEnv, only, scaleSetEnv, names)
 		}
 	}
+	if os.Getenv(scaleOutEnv) != "" && slices.ContainsFunc(cases, func(c scaleCase) bool { return c.Adaptive != "" }) &&
+		slices.ContainsFunc(cases, func(c scaleCase) bool { return c.Adaptive == "" }) {
+		b.Fatalf("%s: the sporadic set's rows have columns of their own; run it apart from the other sets, into a file of its own", scaleOutEnv)
+	}
 	emulator := buildScaleEmulator(b)
+	sporadic := &sporadicTable{}
 	var created, rejected []perfchart.Series
 	for _, c := range cases {
 		b.Run(c.id(), func(b *testing.B) {
@@ -632,12 +688,19 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.MaxRSSMiB, "max-rss-MiB")
 			b.ReportMetric(100*r.FirstEnd, "%-first-process-end")
 			b.Logf("process shares %v", fmtShares(r.ProcShares))
-			if r.Created != c.Tasks {
+			switch {
+			case r.Capped:
+				b.Logf("stopped at the cap of %v with %d of %d tasks created", c.Cap, r.Created, c.Tasks)
+			case r.Created != c.Tasks:
 				b.Errorf("%d tasks created, want %d", r.Created, c.Tasks)
 			}
 			// The row says how many tasks the run created: a run that did not create them all
 			// is marked there, not only in the log.
-			writeScaleRow(b, c, r)
+			if c.Adaptive != "" {
+				sporadic.add(b, c, r)
+			} else {
+				writeScaleRow(b, c, r)
+			}
 			var cp, rp []perfchart.Point
 			for i, n := range r.CreatedPerSlot {
 				x := (float64(i) + 0.5) * scaleSlot.Seconds()
@@ -650,6 +713,7 @@ func BenchmarkScale(b *testing.B) {
 			}
 		})
 	}
+	sporadic.print()
 	if path := os.Getenv(scaleSeriesEnv); path != "" && len(created) > 0 {
 		f, err := os.Create(path)
 		if err != nil {
@@ -703,6 +767,12 @@ func startScaleEmulator(b *testing.B, bin string, c scaleCase) (string, func() c
 	args := []string{"-port", "0", "-no-dispatch", "-log-level", "warn", "-create-latency", c.Latency.String(), "-stats-on-exit"}
 	if c.Quota > 0 {
 		args = append(args, "-create-quota", fmt.Sprintf("%v/%d", c.Quota, c.Burst))
+	}
+	if c.Refuse > 0 {
+		args = append(args, "-create-refuse", fmt.Sprint(c.Refuse))
+	}
+	if c.RefuseBurst > 0 {
+		args = append(args, "-create-refuse-burst", fmt.Sprintf("%d@%v", c.RefuseBurst, c.RefuseAfter))
 	}
 	if c.Queues == 1 {
 		args = append(args, "-queue", fmt.Sprintf("projects/%s/locations/%s/queues/%s", scaleProject, scaleLocation, scaleQueueName(0)))
@@ -820,7 +890,10 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 	var wg sync.WaitGroup
 	for k := range c.Procs {
 		cfg := scaleWorkerConfig{Addr: addr, Worker: k, Workers: c.Procs, Instances: c.Instances, Tasks: c.Tasks, Queues: c.Queues,
-			Bundle: c.bundle(), Start: start, Pool: c.pool(), Work: work, StartRate: c.StartRate}
+			Bundle: c.bundle(), Start: start, Pool: c.pool(), Work: work, StartRate: c.StartRate, AdaptiveOff: c.Adaptive == "off"}
+		if c.Cap > 0 {
+			cfg.Stop = start.Add(c.Cap)
+		}
 		js, _ := json.Marshal(cfg)
 		cmd := exec.Command(self)
 		cmd.Env = append(os.Environ(), scaleWorkerEnv+"="+string(js))
@@ -846,12 +919,21 @@ func runScaleCase(b *testing.B, emulator string, c scaleCase) scaleResult {
 		b.Errorf("the workers ran %d bundles to the end, the harness handed out %d", ran, n)
 	}
 	r := summarizeScale(c, results)
-	// The server's counts: every refusal, those of creates a failed bundle cancelled after the
-	// server had decided them included, and every task stored once (the tasks are named).
+	// The server's counts: every refusal (the quota's, and -create-refuse's and
+	// -create-refuse-burst's, which it counts as injected), those of creates a failed bundle
+	// cancelled after the server had decided them included, and every task stored once (the
+	// tasks are named).
 	st := stopEmulator()
 	r.ServerCreated = st.TasksCreated
-	r.ServerRejectedPerTask = float64(st.QuotaRejections) / float64(max(st.TasksCreated, 1))
-	if st.TasksCreated != c.Tasks {
+	r.ServerRejectedPerTask = float64(st.QuotaRejections+st.InjectedErrors) / float64(max(st.TasksCreated, 1))
+	switch {
+	case r.Capped:
+		// Stopped at the cap: creates cancelled in flight may be stored without the clients
+		// knowing, never the other way round.
+		if st.TasksCreated < r.Created || st.TasksCreated > c.Tasks {
+			b.Errorf("stopped at the cap: the emulator stored %d tasks, the clients saw %d created of %d", st.TasksCreated, r.Created, c.Tasks)
+		}
+	case st.TasksCreated != c.Tasks:
 		b.Errorf("the emulator stored %d tasks, want %d", st.TasksCreated, c.Tasks)
 	}
 	return r
@@ -872,6 +954,7 @@ func summarizeScale(c scaleCase, rs []scaleWorkerResult) scaleResult {
 		r.Created += w.Created
 		rejected += w.Rejected
 		r.FailedBundles += w.FailedBundles
+		r.Capped = r.Capped || w.Stopped
 		waits = append(waits, w.FirstWaits...)
 		r.Wall = max(r.Wall, w.Duration)
 		r.MaxRSSMiB = max(r.MaxRSSMiB, float64(w.MaxRSSKiB)/1024)
@@ -957,9 +1040,22 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	}
 	header := []string{"set", "K", "M", "N", "Q", "latency_ms", "quota", "creates_per_s", "quota_share", "rejected_per_task",
 		"t90_s", "jain", "proc_share_min", "proc_share_max", "failed_bundles", "first_wait_p50_ms", "first_wait_p99_ms", "max_rss_mib", "wall_s", "pull", "first_end_share", "start_rate", "held_share", "held_share_net", "created", "server_rejected_per_task", "server_created"}
+	shares := slices.Clone(r.ProcShares)
+	sort.Float64s(shares)
+	appendScaleCSV(b, path, header, []string{c.Name, strconv.Itoa(c.Procs), strconv.Itoa(c.Instances), strconv.Itoa(c.Tasks), strconv.Itoa(c.Queues),
+		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
+		t90(c, r.T90), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
+		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
+		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare), f3(r.HeldNet), strconv.Itoa(r.Created),
+		f3(r.ServerRejectedPerTask), strconv.Itoa(r.ServerCreated)})
+}
+
+// appendScaleCSV appends row to the CSV file at path (CLOUDTASKSIO_SCALE_OUT), with header
+// first when the file is new, and refuses a file that starts with another header.
+func appendScaleCSV(b *testing.B, path string, header, row []string) {
 	old, statErr := os.ReadFile(path)
 	if first, _, _ := strings.Cut(string(old), "\n"); statErr == nil && len(old) > 0 && first != strings.Join(header, ",") {
-		b.Fatalf("%s: %s has a header of other columns (a file of an older harness?): append to a new file", scaleOutEnv, path)
+		b.Fatalf("%s: %s has a header of other columns (a file of an older harness, or of another kind of set?): append to a new file", scaleOutEnv, path)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -970,14 +1066,7 @@ func writeScaleRow(b *testing.B, c scaleCase, r scaleResult) {
 	if len(old) == 0 {
 		_ = w.Write(header)
 	}
-	shares := slices.Clone(r.ProcShares)
-	sort.Float64s(shares)
-	_ = w.Write([]string{c.Name, strconv.Itoa(c.Procs), strconv.Itoa(c.Instances), strconv.Itoa(c.Tasks), strconv.Itoa(c.Queues),
-		strconv.FormatInt(c.Latency.Milliseconds(), 10), fmt.Sprint(c.Quota), f1(r.CreatesPerSec), f3(r.QuotaShare), f3(r.RejectedPerTask),
-		t90(c, r.T90), f3(r.Jain), f3(shares[0]), f3(shares[len(shares)-1]), strconv.Itoa(r.FailedBundles),
-		f1(float64(r.FirstWaitP50.Microseconds()) / 1000), f1(float64(r.FirstWaitP99.Microseconds()) / 1000), f1(r.MaxRSSMiB), f1(r.Wall.Seconds()),
-		strconv.Itoa(c.Pull), f3(r.FirstEnd), fmt.Sprint(c.StartRate), f3(r.HeldShare), f3(r.HeldNet), strconv.Itoa(r.Created),
-		f3(r.ServerRejectedPerTask), strconv.Itoa(r.ServerCreated)})
+	_ = w.Write(row)
 	w.Flush()
 	if err := w.Error(); err != nil {
 		b.Fatalf("%s: %v", scaleOutEnv, err)

@@ -5,6 +5,7 @@ package cloudtasksio
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -131,3 +132,54 @@ func TestScaleEqualPartsAreEqualAndWhole(t *testing.T) {
 
 // slicesSpread is the largest of s less its smallest.
 func slicesSpread(s []int) int { return slices.Max(s) - slices.Min(s) }
+
+// The sporadic set runs every case with adaptive concurrency off, then on, in one worker
+// process without a quota and under a cap, and the on run reads its rate over the off one's.
+func TestScaleSporadicCasesComeOffThenOn(t *testing.T) {
+	cases := scaleSets()["sporadic"]
+	if len(cases) != 20 {
+		t.Fatalf("%d sporadic cases, want 20: 2 latencies x (4 shares + a burst) x off and on", len(cases))
+	}
+	ids := map[string]bool{}
+	for i, c := range cases {
+		if ids[c.id()] {
+			t.Errorf("case %s twice", c.id())
+		}
+		ids[c.id()] = true
+		if want := []string{"off", "on"}[i%2]; c.Adaptive != want {
+			t.Errorf("case %d %s: adaptive %q, want %q", i, c.id(), c.Adaptive, want)
+		}
+		if c.Procs != 1 || c.Quota != 0 || c.Cap <= 0 || c.Refuse < 0 || c.Refuse > 0.10 {
+			t.Errorf("case %s: %d processes, quota %v, cap %v, refuse %v", c.id(), c.Procs, c.Quota, c.Cap, c.Refuse)
+		}
+	}
+	for _, id := range []string{
+		"sporadic/K=1/M=4/N=12000/Q=1/latency=5ms/adaptive=on",
+		"sporadic/K=1/M=4/N=12000/Q=1/latency=5ms/refuse=2%/adaptive=off",
+		"sporadic/K=1/M=4/N=1500/Q=1/latency=200ms/refuse=10%/adaptive=on",
+		"sporadic/K=1/M=4/N=1500/Q=1/latency=200ms/burst=40@500ms/adaptive=off",
+	} {
+		if !ids[id] {
+			t.Errorf("no case %s", id)
+		}
+	}
+
+	var tab sporadicTable
+	two, five := cases[2], cases[4] // 2% and 5% at 5 ms, off
+	if r := tab.record(two, scaleResult{CreatesPerSec: 1000}); !math.IsNaN(r.ratio) {
+		t.Errorf("an off run has no ratio, got %v", r.ratio)
+	}
+	two.Adaptive, five.Adaptive = "on", "on"
+	if r := tab.record(two, scaleResult{CreatesPerSec: 900}); math.Abs(r.ratio-0.9) > 1e-9 {
+		t.Errorf("on/off = %v, want 0.9", r.ratio)
+	}
+	if r := tab.record(five, scaleResult{CreatesPerSec: 900, Capped: true}); !math.IsNaN(r.ratio) {
+		t.Errorf("an on run without its off run has no ratio, got %v", r.ratio)
+	}
+	got := tab.table()
+	for _, want := range []string{"| 5ms | 2% | 1000 | 900 | 0.90 |", "| 5ms | 5% | - | 900* | - |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+}
