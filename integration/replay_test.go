@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"cloud.google.com/go/pubsub/v2/pstest"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
@@ -337,4 +338,57 @@ func TestReplayLeavesWhatIsNotItsOwnOnASharedTopic(t *testing.T) {
 		}
 	}
 	assert.Contains(t, out.String(), "2 dead letter(s) were left on the subscription, not acknowledged (2 not the replay's own")
+}
+
+func init() { register.Function2x2(fixReplayJSONOrPanic) }
+
+// fixReplayJSONOrPanic is fixReplayJSON with a bug: it panics on the order "boom".
+func fixReplayJSONOrPanic(fe deadletter.FailedElement, o replayJSON) (replayJSON, bool) {
+	if o.ID == "boom" {
+		panic("no fix for order " + o.ID)
+	}
+	return fixReplayJSON(fe, o)
+}
+
+// TestReplayGoesOnWhenFixPanicsOnOneDeadLetter runs a replay whose Fix panics on one dead
+// letter: the replay succeeds, writes and acknowledges the others, and leaves that one on the
+// subscription, counted, for a fixed Fix to replay later.
+func TestReplayGoesOnWhenFixPanicsOnOneDeadLetter(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	queue, tasks := replayQueue(t, ct, "replay-fix-panics")
+	ps, sub := publishedDeadLetters(t,
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "1", Note: "BAD"}),
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "boom", Note: "ok"}),
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "2", Note: "ok"}))
+
+	cfg := cloudtasksio.Config{Queue: queue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/replay", Body: formats.JSON()},
+		TaskIDFn: replayJSONKey, EmulatorEndpoint: ct.Endpoint}
+	var out strings.Builder
+	res, err := replay.Run(context.Background(), exampleEnv(ct, &out), replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1, Write: cfg, Fix: fixReplayJSONOrPanic}, reflect.TypeFor[replayJSON]())
+	require.NoError(t, err, "one dead letter Fix panics on does not fail the replay")
+	assert.Equal(t, int64(3), res.Replay[replay.MetricRead])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricReplayed])
+	assert.Equal(t, int64(1), res.Replay[replay.MetricNotReplayable])
+	assert.Equal(t, int64(1), res.Replay[replay.MetricFixPanicked])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricAcknowledged])
+	assert.Equal(t, 2, res.Created)
+	assert.Len(t, tasks(), 2)
+	for _, m := range ps.Messages() {
+		elem, err := deadletter.DecodeElement[replayJSON](mustFromMessage(t, m))
+		require.NoError(t, err)
+		if elem.ID == "boom" {
+			assert.Zero(t, m.Acks, "left on the subscription")
+		} else {
+			assert.Positive(t, m.Acks)
+		}
+	}
+	assert.Contains(t, out.String(), "1 Fix panicked on")
+}
+
+// mustFromMessage is the dead letter m carries.
+func mustFromMessage(t *testing.T, m *pstest.Message) deadletter.FailedElement {
+	t.Helper()
+	fe, _, err := pubsubdl.FromMessage(&pubsub.Message{Data: m.Data, Attributes: m.Attributes})
+	require.NoError(t, err)
+	return fe
 }

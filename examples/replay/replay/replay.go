@@ -21,7 +21,8 @@
 // tasks make harmless. An ack sent after the message's ack deadline (a Write that took longer
 // than the rest of the 10 minutes) may come too late: it is counted apart (MetricAckLate), and
 // Pub/Sub may offer the message to the next run. Dead letters that cannot be replayed (no element,
-// another element type, an unreadable message) are counted and left on the subscription, and so
+// another element type, an unreadable message, one the fix function panics on) are counted and
+// left on the subscription, and so
 // are those that are not the replay's own: a dead letter of another connector on a shared
 // topic, or one for another queue than the replay's Write queue. Left means not acknowledged:
 // the reader does not nack them either, since a nacked message would come straight back to the
@@ -33,7 +34,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
+	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,9 +84,13 @@ const (
 	// written).
 	MetricLeftOut = "deadLettersLeftOut"
 	// MetricNotReplayable counts the dead letters that cannot be replayed: no element, an
-	// element of another type, a message FromMessage cannot read, or one that is not the
-	// replay's own (MetricNotOwn). They stay on the subscription.
+	// element of another type, a message FromMessage cannot read, one that is not the
+	// replay's own (MetricNotOwn), or one the fix function panicked on (MetricFixPanicked).
+	// They stay on the subscription.
 	MetricNotReplayable = "deadLettersNotReplayable"
+	// MetricFixPanicked counts the dead letters, among MetricNotReplayable, that the fix
+	// function panicked on.
+	MetricFixPanicked = "deadLettersFixPanicked"
 	// MetricNotOwn counts the dead letters, among MetricNotReplayable, that are not the
 	// replay's own: another connector's (a topic shared by several sinks), or one for another
 	// queue than Options.Write.Queue.
@@ -128,7 +136,9 @@ type Options struct {
 	// Fix is the one function a replay is written for: a registered
 	// func(deadletter.FailedElement, T) (T, bool), T the element type. It gets each dead
 	// letter with its decoded element and returns the element to write again, or false to
-	// leave it out. It must be a top-level function registered with register.Function2x2.
+	// leave it out. It must be a top-level function registered with register.Function2x2. A
+	// dead letter it panics on is counted (MetricFixPanicked), logged without its payload or
+	// element, and left on the subscription; the replay goes on with the others.
 	Fix any
 }
 
@@ -267,11 +277,17 @@ const maxLeftLines = 10
 
 // leftLines counts the dead letters a bundle leaves on the subscription, and logs the first
 // maxLeftLines of them.
-type leftLines struct{ n int }
+type leftLines struct{ left, logged int }
 
 func (l *leftLines) warnf(ctx context.Context, format string, args ...any) {
-	l.n++
-	if l.n <= maxLeftLines {
+	l.warnfIf(ctx, false, format, args...)
+}
+
+// warnfIf is warnf that logs the line even past maxLeftLines when force is set.
+func (l *leftLines) warnfIf(ctx context.Context, force bool, format string, args ...any) {
+	l.left++
+	if force || l.logged < maxLeftLines {
+		l.logged++
 		log.Warnf(ctx, format, args...)
 	}
 }
@@ -279,11 +295,11 @@ func (l *leftLines) warnf(ctx context.Context, format string, args ...any) {
 // summarize logs one line for the dead letters left without a line of their own, if any, and
 // starts the count again.
 func (l *leftLines) summarize(ctx context.Context) {
-	if l.n > maxLeftLines {
+	if l.left > l.logged {
 		log.Warnf(ctx, "replay: %d more dead letters were left on the subscription without a line each, %d in this bundle; %s counts every one",
-			l.n-maxLeftLines, l.n, MetricNotReplayable)
+			l.left-l.logged, l.left, MetricNotReplayable)
 	}
-	l.n = 0
+	*l = leftLines{}
 }
 
 // notOwn says why fe is not a dead letter of the replay's Write (of cloudtasksio and, with a
@@ -387,8 +403,10 @@ type fixFn struct {
 	Elem beam.EncodedType
 	Fix  *beam.EncodedFunc
 
-	fix                              reflectx.Func2x2
-	replayed, leftOut, notReplayable beam.Counter
+	fix                                           reflectx.Func2x2
+	replayed, leftOut, notReplayable, fixPanicked beam.Counter
+	left                                          leftLines // the dead letters this bundle leaves on the subscription
+	stackLogged                                   bool      // the bundle logged where Fix panicked
 }
 
 func (f *fixFn) Setup() {
@@ -396,23 +414,104 @@ func (f *fixFn) Setup() {
 	f.replayed = beam.NewCounter(MetricsNamespace, MetricReplayed)
 	f.leftOut = beam.NewCounter(MetricsNamespace, MetricLeftOut)
 	f.notReplayable = beam.NewCounter(MetricsNamespace, MetricNotReplayable)
+	f.fixPanicked = beam.NewCounter(MetricsNamespace, MetricFixPanicked)
+}
+
+// StartBundle and FinishBundle take the emitters because Beam requires the bundle methods of a
+// DoFn to list those of ProcessElement.
+func (f *fixFn) StartBundle(context.Context, func(beam.EventTime, beam.X), func(pendingAck)) {
+	f.left, f.stackLogged = leftLines{}, false
+}
+
+func (f *fixFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, beam.X), _ func(pendingAck)) {
+	f.left.summarize(ctx)
 }
 
 func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(pendingAck)) {
+	what := fmt.Sprintf("a %s dead letter for %s", boundedtext.Quote(p.DeadLetter.Code), boundedtext.Quote(p.DeadLetter.Destination))
 	elem, err := deadletter.DecodeElementAs(p.DeadLetter, f.Elem.T)
 	if err != nil {
 		f.notReplayable.Inc(ctx, 1)
-		log.Warnf(ctx, "replay: a %s dead letter for %s is left on the subscription: %v", p.DeadLetter.Code, p.DeadLetter.Destination, err)
+		f.left.warnf(ctx, "replay: %s is left on the subscription: %v", what, err)
 		return
 	}
-	fixed, keep := f.fix.Call2x2(p.DeadLetter, elem)
-	if keep.(bool) {
+	fixed, keep, failure := f.callFix(p.DeadLetter, elem)
+	if failure != nil {
+		// A bug in Fix, or a dead letter it did not foresee: the others are replayed all the
+		// same. Where it panicked is logged once per bundle, the value each time a line is.
+		f.notReplayable.Inc(ctx, 1)
+		f.fixPanicked.Inc(ctx, 1)
+		where := ""
+		if !f.stackLogged {
+			where = "; where:" + failure.stack
+		}
+		f.left.warnfIf(ctx, !f.stackLogged, "replay: Fix panicked on %s, which is left on the subscription: %s%s", what, failure.value, where)
+		f.stackLogged = true
+		return
+	}
+	if keep {
 		f.replayed.Inc(ctx, 1)
 		emit(et, fixed)
 	} else {
 		f.leftOut.Inc(ctx, 1)
 	}
 	ack(pendingAck{AckID: p.AckID, AckBy: p.AckBy})
+}
+
+// fixPanic is a panic of the fix function, as the log shows it: never the dead letter's
+// payload or element.
+type fixPanic struct {
+	value string // the panic value, quoted and cut (panicText)
+	stack string // the functions and lines it panicked in (panicStack)
+}
+
+// callFix calls the fix function, recovering a panic in it.
+func (f *fixFn) callFix(fe deadletter.FailedElement, elem any) (fixed any, keep bool, failure *fixPanic) {
+	defer func() {
+		if r := recover(); r != nil {
+			fixed, keep, failure = nil, false, &fixPanic{value: panicText(r), stack: panicStack()}
+		}
+	}()
+	out, k := f.fix.Call2x2(fe, elem)
+	return out, k.(bool), nil
+}
+
+// maxPanicText bounds the text of a panic value in the log.
+const maxPanicText = 300
+
+// panicText formats a value that recover returned, quoted and cut to maxPanicText bytes.
+// Formatting runs the value's Error, String or Format method, which may panic in turn; fmt
+// recovers a first such panic but not one raised while it prints that panic's own value. So
+// panicText recovers too, and then gives only the value's dynamic type, which formats
+// without calling any method of the value.
+func panicText(v any) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = fmt.Sprintf("a panic value of type %T that cannot be formatted", v)
+		}
+	}()
+	return strconv.Quote(boundedtext.Cut(fmt.Sprint(v), maxPanicText))
+}
+
+// maxStackFrames bounds the frames panicStack gives.
+const maxStackFrames = 20
+
+// panicStack names the functions and lines of the panicking goroutine's stack, from the panic
+// outwards, without the argument values a goroutine dump shows: those could be parts of the
+// element. Call it from the deferred function that recovers.
+func panicStack() string {
+	pcs := make([]uintptr, maxStackFrames)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)]) // past Callers, panicStack and the deferred function
+	var b strings.Builder
+	for {
+		fr, more := frames.Next()
+		if fr.Function != "" {
+			fmt.Fprintf(&b, "\n\t%s (%s:%d)", fr.Function, filepath.Base(fr.File), fr.Line)
+		}
+		if !more {
+			return b.String()
+		}
+	}
 }
 
 // ackFn acknowledges the replayed messages. Its side input, the Write's dead letters, is
@@ -519,8 +618,8 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
 		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])
 	if n := res.Replay[MetricNotReplayable]; n > 0 {
-		fmt.Fprintf(w, "%d dead letter(s) were left on the subscription, not acknowledged (%d not the replay's own: another connector's, or another queue's); they come back after their ack deadline, for a later run.\n",
-			n, res.Replay[MetricNotOwn])
+		fmt.Fprintf(w, "%d dead letter(s) were left on the subscription, not acknowledged (%d not the replay's own: another connector's, or another queue's; %d Fix panicked on); they come back after their ack deadline, for a later run.\n",
+			n, res.Replay[MetricNotOwn], res.Replay[MetricFixPanicked])
 	}
 	if late := res.Replay[MetricAckLate]; late > 0 {
 		fmt.Fprintf(w, "%d dead letter(s) were acknowledged after their ack deadline: Pub/Sub may offer them again, and the next replay reads them again.\n", late)

@@ -3,7 +3,10 @@ package replay
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +179,80 @@ func logLines(buf *bytes.Buffer, containing string) []string {
 		}
 	}
 	return out
+}
+
+// unprintable panics with itself from its String method: fmt recovers the first panic, but
+// not the one raised while it prints that panic's own value.
+type unprintable struct{}
+
+func (unprintable) String() string { panic(unprintable{}) }
+
+// fixOrPanic keeps "ok…" elements and panics on the others, with an unprintable value for
+// "nested…" and with a long error naming the element otherwise.
+func fixOrPanic(_ deadletter.FailedElement, s string) (string, bool) {
+	switch {
+	case strings.HasPrefix(s, "ok"):
+		return s, true
+	case strings.HasPrefix(s, "nested"):
+		panic(unprintable{})
+	}
+	panic(errors.New("cannot fix " + s + strings.Repeat(" and more", 200)))
+}
+
+// pulledString is a dead letter read from the subscription whose element is s.
+func pulledString(t *testing.T, s string) pulled {
+	t.Helper()
+	elem, typ, err := deadletter.EncodeElement(s)
+	require.NoError(t, err)
+	return pulled{AckID: "ack-" + s, DeadLetter: deadletter.FailedElement{Connector: cloudtasksio.Connector, Code: "INVALID_ARGUMENT",
+		Destination: "projects/p/locations/l/queues/q", Payload: []byte("secret-payload"), Element: elem, ElementType: typ}}
+}
+
+// A fix function that panics on a dead letter costs that dead letter, not the replay: it is
+// counted, logged without its payload (where Fix panicked once per bundle), not acknowledged,
+// and the others go on. A panic value that cannot even be formatted does not escape either.
+func TestAFixThatPanicsLeavesItsDeadLetterOnTheSubscriptionAndTheReplayGoesOn(t *testing.T) {
+	fix, err := checkFix(fixOrPanic, reflect.TypeFor[string]())
+	require.NoError(t, err)
+	f := &fixFn{Elem: beam.EncodedType{T: reflect.TypeFor[string]()}, Fix: fix}
+	f.Setup()
+	logs := captureLogs(t)
+	ctx, counters := metricsContext()
+	var kept []any
+	var acked []string
+	emit := func(_ beam.EventTime, x beam.X) { kept = append(kept, x) }
+	ack := func(a pendingAck) { acked = append(acked, a.AckID) }
+
+	f.StartBundle(ctx, emit, ack)
+	for _, s := range []string{"ok-1", "nested", "bad-1", "ok-2"} {
+		require.NotPanics(t, func() { f.ProcessElement(ctx, 0, pulledString(t, s), emit, ack) }, s)
+	}
+	f.FinishBundle(ctx, emit, ack)
+	assert.Equal(t, []any{"ok-1", "ok-2"}, kept)
+	assert.Equal(t, []string{"ack-ok-1", "ack-ok-2"}, acked, "what Fix panicked on is not acknowledged")
+	assert.Equal(t, map[string]int64{MetricReplayed: 2, MetricNotReplayable: 2, MetricFixPanicked: 2}, counters())
+	lines := logLines(logs, "replay: Fix panicked")
+	require.Len(t, lines, 2, "a line each")
+	assert.Contains(t, lines[0], "a panic value of type replay.unprintable that cannot be formatted")
+	assert.Contains(t, lines[0], "where:")
+	assert.Contains(t, lines[0], "replay.fixOrPanic (replay_internal_test.go:", "where Fix panicked")
+	assert.Contains(t, lines[1], "cannot fix bad-1 and more")
+	assert.Contains(t, lines[1], "...[truncated]", "the value is cut")
+	assert.NotContains(t, lines[1], "where:", "the stack once per bundle")
+	for _, line := range lines {
+		assert.Less(t, len(line), 4096, "bounded")
+		assert.NotContains(t, line, "secret-payload")
+	}
+
+	// A bundle where Fix panics on every dead letter logs the first few and one summary line.
+	logs.Reset()
+	f.StartBundle(ctx, emit, ack)
+	for i := range 3 * maxLeftLines {
+		f.ProcessElement(ctx, 0, pulledString(t, fmt.Sprint("bad-", i)), emit, ack)
+	}
+	f.FinishBundle(ctx, emit, ack)
+	require.Len(t, logLines(logs, "replay:"), maxLeftLines+1)
+	assert.Contains(t, logs.String(), fmt.Sprintf("%d more dead letters were left on the subscription without a line each, %d in this bundle", 2*maxLeftLines, 3*maxLeftLines))
+	assert.Equal(t, int64(2+3*maxLeftLines), counters()[MetricFixPanicked])
+	assert.Len(t, acked, 2)
 }
