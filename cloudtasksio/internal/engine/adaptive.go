@@ -45,7 +45,8 @@ import (
 //     first rejection came back. A pipeline that is never throttled reaches the
 //     cap within about log2(cap) round trips (or slowStartRounds) of its first
 //     create to the queue and keeps it for the life of the process.
-//   - Paced. The first RESOURCE_EXHAUSTED answer ends slow start for good: a
+//   - Paced. RESOURCE_EXHAUSTED answers that are clearly a quota's (more than
+//     a steady share of noise, adaptive_spell.go) end slow start: a
 //     quota is a rate, so from then on the process starts the queue's creates
 //     at a rate, spaced evenly, instead of bounding how many are in flight (at
 //     a 5 ms round trip, a quota of 1,000/s shared by eight processes is less
@@ -158,7 +159,9 @@ func NewAdaptive() *Adaptive { return &Adaptive{} }
 
 // queueLimit is the adaptive state of one queue, guarded by Adaptive.mu.
 type queueLimit struct {
-	limit    float64 // slow start's concurrency limit
+	// control is what decreases change and an undone spell restores
+	// (adaptive_spell.go).
+	control
 	cap      int
 	inFlight int
 	// sent numbers the sends; roundStart is the number of the first send
@@ -166,42 +169,16 @@ type queueLimit struct {
 	sent, roundStart uint64
 	pausedUntil      time.Time
 	decreases        int
-	// rate is the paced rate in creates per second, 0 in slow start; next is
-	// the earliest start of the next paced create; grown is when the rate
-	// last grew.
-	rate        float64
-	next, grown time.Time
-	decreasedAt time.Time
-	rtt         time.Duration // smoothed round trip
-	// unit is the rate paced growth is a share of (release); pacedAt is
-	// when the first rejection ended slow start, or the queue started paced
-	// at Options.StartRate.
-	unit    float64
-	pacedAt time.Time
-	// ceiling is the rate the queue last refused: the rate the last
-	// decrease lowered, or the accepted rate the first rejection read; for a
-	// queue started at Options.StartRate, until its first decrease, that rate.
-	ceiling float64
-	// probeAge is the growth time credited to the probe since the last
-	// decrease (queueLimit.probe).
-	probeAge time.Duration
+	// next is the earliest start of the next paced create.
+	next time.Time
+	rtt  time.Duration // smoothed round trip
 	// roundAccepted and roundRejected count the answers that came back
-	// since the last decrease.
+	// since the last decrease; postAccepted and postRejected only those to
+	// creates sent after it.
 	roundAccepted, roundRejected int
-	// stormSpell is true from a storm decrease (decrease) until a decrease
-	// that is not one.
-	stormSpell bool
+	postAccepted, postRejected   int
 	// startedPaced is true for a queue started at Options.StartRate.
 	startedPaced bool
-	// share is the start rate of a queue started at Options.StartRate, 0 for
-	// one started in slow start and once the answers said it was far too
-	// high; shareStorms counts the decreases in a row after rounds of mostly
-	// rejections (softenDecrease).
-	share       float64
-	shareStorms int
-	// heldAt is the last success whose growth the hold near the share held
-	// back (holdsShare); growth past the hold doubles from there.
-	heldAt time.Time
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
 	// is when the last answer came back.
@@ -215,6 +192,13 @@ type queueLimit struct {
 	// through rather than what the process had to send.
 	boundAt  time.Time
 	accepted acceptedRate
+	// startWindow is slow start's window of answers since a refusal, spell
+	// the current spell of decreases (adaptive_spell.go).
+	startWindow round
+	spell       spell
+	// exitRate is the paced rate slow start's end set; 0 in slow start and
+	// for a queue started at Options.StartRate.
+	exitRate float64
 	// ahead are slow start's booked slots, by permit seq (adaptive_ahead.go).
 	ahead map[uint64]time.Time
 	// waiters are the wake channels of engines holding requests for the
@@ -224,6 +208,41 @@ type queueLimit struct {
 	path      string
 	idleEl    *list.Element // in Adaptive.idle while the queue is idle
 	idleSince time.Time
+}
+
+// control is the part of a queue's state that steers its creates: slow
+// start's limit, or the paced rate and what its growth and decreases read.
+type control struct {
+	limit float64 // slow start's concurrency limit
+	// rate is the paced rate in creates per second, 0 in slow start; grown
+	// is when the rate last grew.
+	rate        float64
+	grown       time.Time
+	decreasedAt time.Time
+	// unit is the rate paced growth is a share of (release); pacedAt is
+	// when the first decrease ended slow start, or the queue started paced
+	// at Options.StartRate.
+	unit    float64
+	pacedAt time.Time
+	// ceiling is the rate the queue last refused: the rate the last
+	// decrease lowered, or the accepted rate the first rejection read; for a
+	// queue started at Options.StartRate, until its first decrease, that rate.
+	ceiling float64
+	// probeAge is the growth time credited to the probe since the last
+	// decrease (queueLimit.probe).
+	probeAge time.Duration
+	// stormSpell is true from a storm decrease (decrease) until a decrease
+	// that is not one.
+	stormSpell bool
+	// share is the start rate of a queue started at Options.StartRate, 0 for
+	// one started in slow start and once the answers said it was far too
+	// high; shareStorms counts the decreases in a row after rounds of mostly
+	// rejections (softenDecrease).
+	share       float64
+	shareStorms int
+	// heldAt is the last success whose growth the hold near the share held
+	// back (holdsShare); growth past the hold doubles from there.
+	heldAt time.Time
 }
 
 // queue returns the state of path, created at cap or raised to it; a state
@@ -236,7 +255,7 @@ func (a *Adaptive) queue(path string, cap int, startRate float64, now time.Time)
 	q := a.queues[path]
 	if q == nil {
 		a.forgetIdle(time.Now())
-		q = &queueLimit{limit: float64(min(cap, initialLimit)), cap: cap, path: path}
+		q = &queueLimit{control: control{limit: float64(min(cap, initialLimit))}, cap: cap, path: path}
 		if startRate > 0 && !math.IsInf(startRate, 1) {
 			q.startPaced(startRate, now)
 		}
@@ -400,23 +419,34 @@ func (a *Adaptive) release(p permit, o outcome, delay time.Duration, at time.Tim
 		// starts the wait afresh, not a wait that began long ago.
 		q.started = time.Time{}
 	}
+	post := p.seq >= q.roundStart
 	switch o {
 	case outcomeSucceeded:
 		q.accepted.add(at)
 		q.roundAccepted++
+		q.acceptedInSpell(at)
+		q.startAnswer(false)
+		if post {
+			q.postAccepted++
+		}
 		switch {
 		case q.rate > 0 && p.binding:
 			q.grow(at)
 		case q.rate > 0:
 			q.grown = latest(q.grown, at)
 		default:
-			if p.binding {
+			if p.binding && !q.startSuspect() {
 				q.limit += q.slowStartStep()
 			}
 		}
 	case outcomeThrottled:
 		q.roundRejected++
-		if p.seq >= q.roundStart {
+		q.rejectedInSpell()
+		q.startAnswer(true)
+		if post {
+			q.postRejected++
+		}
+		if post && q.material(at) {
 			q.decrease(at)
 		}
 		if delay > 0 {

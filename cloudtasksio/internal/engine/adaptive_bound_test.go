@@ -61,9 +61,13 @@ func TestAdaptiveKeepsAtMostMaxQueuesAndNeverForgetsAQueueInUse(t *testing.T) {
 func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		a := &Adaptive{IdleTTL: 10 * time.Minute}
-		p, ok, _ := a.acquire("throttled", 100, 0, time.Now())
-		require.True(t, ok)
-		a.release(p, outcomeThrottled, 0, time.Now())
+		// One create accepted, then a run of quotaRun rejections: the queue is paced.
+		touch(a, "throttled")
+		for range quotaRun {
+			p, ok, _ := a.acquire("throttled", 100, 0, time.Now())
+			require.True(t, ok)
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
 		require.Equal(t, 1, a.Queue("throttled").Decreases)
 		touch(a, "steady")
 		for range 12 {
@@ -75,7 +79,7 @@ func TestAdaptiveForgetsAQueueIdleForIdleTTL(t *testing.T) {
 		assert.Equal(t, 100, a.Queue("steady").Cap, "a queue written every minute is kept")
 		assert.Equal(t, 11, a.Len(), "steady and the new queues of the last 10 minutes")
 
-		p, ok, _ = a.acquire("throttled", 100, 0, time.Now())
+		p, ok, _ := a.acquire("throttled", 100, 0, time.Now())
 		require.True(t, ok, "it starts afresh")
 		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 100, InFlight: 1}, a.Queue("throttled"))
 		a.release(p, outcomeSucceeded, 0, time.Now())

@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -34,6 +36,20 @@ type throttlingFake struct {
 	retryInfo     bool          // rejections carry a RetryInfo of the time until the next token
 	slowRejection bool          // a rejection, too, is answered after latency
 	checkAtEnd    bool          // the bucket is read when a create's latency has passed
+	// refuse is a share of creates refused at random whatever the rate (a front end shedding
+	// load, another job on the project's quota): each attempt of a task is refused or not by a
+	// draw from its URL, its attempt number and seed, so that runs of the same tasks meet the
+	// same refusals whatever the order of their creates; burst refuses the burstN creates that
+	// arrive from burstAt after the fake's first create on.
+	// Either kind of refusal is answered after latency, as an accepted create would be.
+	refuse  float64
+	seed    uint64
+	burstAt time.Duration
+	burstN  int
+
+	attempts  map[string]int
+	first     time.Time
+	burstLeft int
 
 	mu       sync.Mutex
 	cur      map[string]int
@@ -47,6 +63,8 @@ type throttlingFake struct {
 func (f *throttlingFake) init() *throttlingFake {
 	f.cur, f.peak, f.tokens = map[string]int{}, map[string]int{}, map[string]float64{}
 	f.refilled, f.created, f.rejected = map[string]time.Time{}, map[string]int{}, map[string]int{}
+	f.attempts = map[string]int{}
+	f.burstLeft = f.burstN
 	return f
 }
 
@@ -59,6 +77,19 @@ func (f *throttlingFake) CreateTask(ctx context.Context, req *cloudtaskspb.Creat
 	}
 	now := time.Now()
 	f.mu.Lock()
+	if f.first.IsZero() {
+		f.first = now
+	}
+	if f.refused(req, now) {
+		f.rejected[q]++
+		f.mu.Unlock()
+		if !f.checkAtEnd {
+			if err := sleepCtx(ctx, f.latency); err != nil {
+				return nil, err
+			}
+		}
+		return nil, status.Error(codes.ResourceExhausted, "refused whatever the rate")
+	}
 	if f.perSecond > 0 {
 		if last, ok := f.refilled[q]; !ok {
 			f.tokens[q] = f.burst
@@ -100,6 +131,23 @@ func (f *throttlingFake) CreateTask(ctx context.Context, req *cloudtaskspb.Creat
 	f.created[q]++
 	f.mu.Unlock()
 	return req.GetTask(), nil
+}
+
+// refused draws whether req, arriving at now, is refused at random or by the burst;
+// f.mu is held.
+func (f *throttlingFake) refused(req *cloudtaskspb.CreateTaskRequest, now time.Time) bool {
+	if f.burstLeft > 0 && now.Sub(f.first) >= f.burstAt {
+		f.burstLeft--
+		return true
+	}
+	if f.refuse == 0 {
+		return false
+	}
+	url := req.GetTask().GetHttpRequest().GetUrl()
+	f.attempts[url]++
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%s/%d", f.seed, url, f.attempts[url])
+	return rand.New(rand.NewPCG(h.Sum64(), 1)).Float64() < f.refuse
 }
 
 // sleepCtx waits d, or until ctx is done: then it returns ctx's error.

@@ -160,6 +160,7 @@ func (q *queueLimit) grow(at time.Time) {
 // decrease lowers the queue's rate after a rejection at time at, ending slow
 // start when it is the first.
 func (q *queueLimit) decrease(at time.Time) {
+	before := q.control
 	if q.rate == 0 {
 		// Read over at least firstReadSpan: the queue's bucket, which
 		// hid the quota while slow start ran into it, gave its tokens
@@ -186,6 +187,7 @@ func (q *queueLimit) decrease(at time.Time) {
 		q.unit = q.rate
 		q.ceiling = max(rate, minRate)
 		q.next, q.pacedAt = at, at
+		q.exitRate = q.rate
 	} else {
 		before := q.rate
 		q.ceiling = q.rate
@@ -249,8 +251,12 @@ func (q *queueLimit) decrease(at time.Time) {
 	q.grown, q.decreasedAt = latest(q.grown, at), at
 	q.probeAge = 0
 	q.roundAccepted, q.roundRejected = 0, 0
+	q.postAccepted, q.postRejected = 0, 0
+	q.startWindow = round{}
 	q.roundStart = q.sent
 	q.decreases++
+	q.spellDecreased(before, at)
+	q.restartIfCollapsed(at)
 }
 
 // probe is what a success at time at adds to the paced rate, over step of

@@ -50,23 +50,36 @@ func TestBeforeTheFirstAnswerSlowStartLetsInitialRateCreatesASecondThrough(t *te
 	})
 }
 
-func TestARejectionBeforeAnyAnswerPacesAtHalfOfWhatWasSentOverTheWait(t *testing.T) {
+func TestRefusalsBeforeAnyAcceptanceLeaveSlowStartAtItsFloor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// A queue that rejects at once while the first creates are still in flight measures a
-		// round trip of a millisecond and no accepted rate. The rate starts at half of what is
-		// in flight over the time the first create has waited, not over that millisecond:
-		// about 50/s here, not 2,400/s, which a service that admits two creates at a time
-		// would reject for many round trips.
+		// The queue refuses every create from its first (another process took the quota
+		// first), at once, while the first creates are still in flight. With nothing
+		// accepted there is no rate to pace at: the refusals of a queue's first creates say
+		// nothing of the rate it takes from this process (half of what was in flight over the
+		// wait would be a guess). So they do not end slow start, and
+		// slow start, which grows only on successes, lets no more than its floor through:
+		// initialRate over the round trip, here a tenth of a create, and one create may always
+		// be in flight.
 		a := NewAdaptive()
+		const refusedIn = time.Millisecond
 		ps := takeAsLetThrough(t, a, testQueue, 1000, 5)
-		time.Sleep(time.Millisecond)
-		waited := time.Since(ps[0].start)
-		// The fifth went when initialRate had let 5-initialLimit through since the first.
-		require.InDelta(t, time.Duration(float64(5-initialLimit)/initialRate*float64(time.Second))+time.Millisecond, waited, float64(time.Millisecond))
+		time.Sleep(refusedIn)
 		a.release(ps[4], outcomeThrottled, 0, time.Now())
+		assert.Equal(t, refusedIn, a.Queue(testQueue).RTT, "the rejection's own round trip")
+		for _, p := range ps[:4] {
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		for range 100 {
+			p := takeAsLetThrough(t, a, testQueue, 1000, 1)[0]
+			time.Sleep(time.Until(p.start) + refusedIn)
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
 		got := a.Queue(testQueue)
-		assert.Equal(t, time.Millisecond, got.RTT, "the rejection's own round trip")
-		assert.InDelta(t, 5.0/2/waited.Seconds()*setPoint, got.Rate, 1e-9)
+		assert.Zero(t, got.Decreases, "slow start goes on")
+		assert.Zero(t, got.Rate)
+		assert.Equal(t, 1.0, got.Limit, "the limit did not grow")
+		take(t, a, testQueue, 1000, 1)
+		assert.True(t, refused(a, testQueue, 1000), "one create in flight at a time")
 	})
 }
 
@@ -104,11 +117,12 @@ func TestAtLongRoundTripsSlowStartDoublesEveryRoundTrip(t *testing.T) {
 }
 
 // pacedAlike makes testQueue of each Adaptive paced alike, as processes that started together
-// are when their first rejection comes back, and returns the rate.
+// are once the rejections that end slow start have come back and a paced create was accepted
+// (pacedAfter), and returns the rate.
 func pacedAlike(t *testing.T, rtt time.Duration, as ...*Adaptive) float64 {
 	t.Helper()
 	for _, a := range as {
-		throttleAfter(t, a, 30, rtt)
+		pacedAfter(t, a, 30, rtt)
 	}
 	rate := as[0].Queue(testQueue).Rate
 	for _, a := range as[1:] {
@@ -195,11 +209,14 @@ func TestLaterDecreasesReadTheAcceptedRateFromTheFirstRejectionOn(t *testing.T) 
 			time.Sleep(rtt)
 			succeedAll(a, ps)
 		}
-		// A last round of slow start: its first answer is a rejection, and over the next
-		// round trip one create in four of it is accepted.
+		// A last round of slow start: its first quotaRun answers are rejections, which end
+		// slow start, and over the next round trip one create in four of the rest is accepted.
 		last := take(t, a, testQueue, 1000, limitOf(a))
 		time.Sleep(rtt)
-		a.release(last[0], outcomeThrottled, 0, time.Now())
+		for _, p := range last[:quotaRun] {
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		require.Equal(t, 1, a.Queue(testQueue).Decreases)
 		first := a.Queue(testQueue).Rate
 		require.Greater(t, first, 1000.0, "the rate of a bucket emptying")
 		// Two creates paced after it (the second held back by the rate); the second is
@@ -207,7 +224,7 @@ func TestLaterDecreasesReadTheAcceptedRateFromTheFirstRejectionOn(t *testing.T) 
 		paced := []permit{acquireWhenAllowed(t, a), acquireWhenAllowed(t, a)}
 		require.True(t, paced[1].binding)
 		accepted := 0
-		for i, p := range last[1:] {
+		for i, p := range last[quotaRun:] {
 			time.Sleep(rtt / time.Duration(len(last)))
 			o := outcomeOther // neither accepted nor a rejection
 			if i%4 == 0 {
@@ -350,9 +367,10 @@ func TestAProcessThatPacedAQueueAloneGrowsByAtMostTwiceItsRate(t *testing.T) {
 		// grows by, not four times.
 		const rtt = 50 * time.Millisecond
 		a, fresh := NewAdaptive(), NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
+		// Paced after an acceptance, so that the refusals below are not a burst.
+		pacedAfter(t, a, 30, rtt)
 		alone, unit := a.Queue(testQueue).Rate, a.Queue(testQueue).Unit
-		throttleAfter(t, fresh, 30, rtt)
+		pacedAfter(t, fresh, 30, rtt)
 		// Rejections until a is at a quarter of its first rate; the last one reaches fresh
 		// too, so that both grow from a decrease at the same time.
 		for last := false; !last; {
@@ -384,18 +402,23 @@ func TestAProcessThatPacedAQueueAloneGrowsByAtMostTwiceItsRate(t *testing.T) {
 
 func TestAFewAcceptancesAfterTheFirstRejectionDoNotSteerTheRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// The queue's first answer is a rejection (another process took the quota first), and
-		// one create of the twenty in flight is accepted after it. One acceptance says little
-		// of the rate the queue takes from this process: the next decrease lowers the rate by
+		// Of the twenty creates in flight, the queue accepts the first answer, then refuses the
+		// next quotaRun (another process took the quota), which ends slow start, and accepts
+		// one more after that. One acceptance since slow start's end says little of the rate
+		// the queue takes from this process: the next decrease lowers the rate by
 		// decreaseFactor, not to one acceptance's worth.
 		const rtt = 50 * time.Millisecond
 		a := NewAdaptive()
 		ps := takeAsLetThrough(t, a, testQueue, 1000, 20)
 		time.Sleep(rtt)
-		a.release(ps[0], outcomeThrottled, 0, time.Now())
-		time.Sleep(20 * time.Millisecond) // the queue's first acceptance comes after the rejection
-		a.release(ps[1], outcomeSucceeded, 0, time.Now())
-		for _, p := range ps[2:] {
+		a.release(ps[0], outcomeSucceeded, 0, time.Now())
+		for _, p := range ps[1 : 1+quotaRun] {
+			a.release(p, outcomeThrottled, 0, time.Now())
+		}
+		require.Equal(t, 1, a.Queue(testQueue).Decreases)
+		time.Sleep(20 * time.Millisecond) // an acceptance after the rejections
+		a.release(ps[1+quotaRun], outcomeSucceeded, 0, time.Now())
+		for _, p := range ps[2+quotaRun:] {
 			a.release(p, outcomeOther, 0, time.Now())
 		}
 		rate := a.Queue(testQueue).Rate
@@ -422,19 +445,20 @@ func offerPaced(t *testing.T, a *Adaptive, n int) []permit {
 	return ps
 }
 
-// stormRound paces testQueue of a after a first rejection at round trip rtt, then answers a
-// round trip's 20 creates: the first answer, a rejection, makes the second decrease (a tenth:
-// nothing yet says by how much the rate is over), then accepted of the other 19 (at most 8,
-// spread among the first 16) succeed and the rest are rejections. It returns the rate that
-// decrease set and when it came.
+// stormRound paces testQueue of a at round trip rtt (pacedAfter), then answers a round trip's
+// 20 creates: the first answer, a rejection, makes the second decrease (a tenth: nothing yet
+// says by how much the rate is over), then accepted of the other 19 (at most 8, spread among
+// the first 16) succeed and the rest are rejections. It returns the rate that decrease set and
+// when it came.
 func stormRound(t *testing.T, a *Adaptive, rtt time.Duration, accepted int) (float64, time.Time) {
 	t.Helper()
 	require.True(t, accepted > 0 && accepted <= 8 && 16%accepted == 0, "accepted %d", accepted)
-	throttleAfter(t, a, 30, rtt)
+	pacedAfter(t, a, 30, rtt)
 	ps := offerPaced(t, a, 20)
 	time.Sleep(rtt)
 	a.release(ps[0], outcomeThrottled, 0, time.Now())
 	second := time.Now()
+	require.Equal(t, 2, a.Queue(testQueue).Decreases)
 	rate := a.Queue(testQueue).Rate
 	for i, p := range ps[1:] {
 		o := outcomeThrottled
@@ -528,10 +552,12 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 		// rejections, take a tenth each, not half each: halving every round trip would leave
 		// a few creates a second, far below the share the process comes back to (a review's
 		// trace at 200 ms with two seconds of refusal: 3.1/s instead of 7.8/s at its end,
-		// and 6.1 s instead of 4.3 s back to nine tenths of the rate before).
+		// and 6.1 s instead of 4.3 s back to nine tenths of the rate before). The queue first
+		// accepts a paced create (pacedAfter): until then, refusals within spellGap of slow
+		// start's end are held as the tail of the run that ended it (adaptive_spell.go).
 		const rtt = 100 * time.Millisecond
 		a := NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
+		pacedAfter(t, a, 30, rtt)
 		before := a.Queue(testQueue).Rate
 		for range 4 {
 			answerRound(t, a, rtt, func(int) outcome { return outcomeThrottled })
@@ -556,8 +582,8 @@ func TestAQueueThatRefusesEverythingForAWhileHalvesTheRateOnce(t *testing.T) {
 	})
 }
 
-// assertFewerAcceptancesNeverLowerTheRateLess paces testQueue after a first rejection at a
-// round trip of 100 ms, answers refused round trips of twenty creates with nothing but
+// assertFewerAcceptancesNeverLowerTheRateLess paces testQueue at a round trip of 100 ms
+// (pacedAfter), answers refused round trips of twenty creates with nothing but
 // rejections, then one round trip with none, one, two or four acceptances of twenty, and
 // asserts that the decrease of the next rejection lowers the rate at least as far after none
 // as after any of the others: the queue refused more of the first ones.
@@ -568,7 +594,7 @@ func assertFewerAcceptancesNeverLowerTheRateLess(t *testing.T, refused int) {
 		synctest.Test(t, func(t *testing.T) {
 			const rtt = 100 * time.Millisecond
 			a := NewAdaptive()
-			throttleAfter(t, a, 30, rtt)
+			pacedAfter(t, a, 30, rtt)
 			round := func(acc int) {
 				answerRound(t, a, rtt, func(i int) outcome {
 					if i > 0 && i <= acc {
@@ -632,7 +658,7 @@ func TestTheFirstRejectionReadsTheAcceptedRateOverAQuarterSecond(t *testing.T) {
 		}
 		a.mu.Unlock()
 		time.Sleep(240 * time.Millisecond)
-		a.release(p, outcomeThrottled, 0, time.Now())
+		endSlowStart(t, a, p)
 		got := a.Queue(testQueue).Rate
 		t.Logf("rate %.1f/s after the first rejection", got)
 		assert.InDelta(t, setPoint*875, got, 0.1*setPoint*875)
@@ -664,7 +690,7 @@ func TestTheFirstRejectionAfterAnIdleSpellReadsOnlyTheBusySpell(t *testing.T) {
 		}
 		a.mu.Unlock()
 		time.Sleep(60 * time.Millisecond)
-		a.release(p, outcomeThrottled, 0, time.Now())
+		endSlowStart(t, a, p)
 		got := a.Queue(testQueue).Rate
 		t.Logf("rate %.1f/s after the first rejection", got)
 		assert.InDelta(t, setPoint*2000, got, 0.15*setPoint*2000)

@@ -118,7 +118,7 @@ func TestAQueueHoldsItsStartRateUntilAQuietSpellHasPassed(t *testing.T) {
 }
 
 func TestTheHoldSpansTheStartRateToATenthAboveItForAQuietSpell(t *testing.T) {
-	q := &queueLimit{share: 100}
+	q := &queueLimit{control: control{share: 100}}
 	spell := growthDoublings * growthDoubling
 	for _, c := range []struct {
 		rate  float64

@@ -196,8 +196,8 @@ func TestALimitThatIsNotUsedDoesNotGrow(t *testing.T) {
 }
 
 // throttleAfter runs slow start on testQueue, all creates succeeding after rtt, until the limit
-// is at least limit, then answers one more round RESOURCE_EXHAUSTED; it returns the time of the
-// rejection.
+// is at least limit, then answers one more round of quotaRun creates RESOURCE_EXHAUSTED, which
+// ends slow start; it returns the time of the rejections.
 func throttleAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) time.Time {
 	t.Helper()
 	for float64(limitOf(a)) < limit {
@@ -205,11 +205,23 @@ func throttleAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) 
 		time.Sleep(rtt)
 		succeedAll(a, ps)
 	}
-	ps := take(t, a, testQueue, 1000, 1)
+	ps := take(t, a, testQueue, 1000, quotaRun)
 	time.Sleep(rtt)
-	a.release(ps[0], outcomeThrottled, 0, time.Now())
+	for _, p := range ps {
+		a.release(p, outcomeThrottled, 0, time.Now())
+	}
+	require.Equal(t, 1, a.Queue(testQueue).Decreases, "a run of %d refusals ends slow start", quotaRun)
 	return time.Now()
 }
+
+// quotaRun is the fewest refusals in a row that end slow start: fewer could be noise.
+var quotaRun = func() int {
+	k := 1
+	for !beyond(k, k, startNoise, startZ) {
+		k++
+	}
+	return k
+}()
 
 func TestTheFirstRejectionPacesTheQueueAtTheRateItAccepted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -287,10 +299,18 @@ func TestRejectionsLowerThePacedRateOncePerRound(t *testing.T) {
 		assert.InDelta(t, rate*decreaseFactor, got.Rate, 1e-9, "ten rejections of one round: one decrease")
 		assert.Equal(t, 2, got.Decreases)
 
-		// It never falls below minRate.
+		// It never falls below minRate. A paced create accepted first ends the hold of the
+		// run that ended slow start (adaptive_spell.go), so each rejection below lowers the
+		// rate; and with the return to slow start out of reach (restartIfCollapsed: no rate
+		// slow start's end set, as for a queue started at a start rate), it stays paced.
+		a.release(acquireWhenAllowed(t, a), outcomeSucceeded, 0, time.Now())
+		a.mu.Lock()
+		a.queues[testQueue].exitRate = 0
+		a.mu.Unlock()
 		for range 100 {
 			a.release(acquireWhenAllowed(t, a), outcomeThrottled, 0, time.Now())
 		}
+		assert.Equal(t, 102, a.Queue(testQueue).Decreases, "every rejection of a create sent after the last decrease")
 		assert.Equal(t, minRate, a.Queue(testQueue).Rate)
 	})
 }
@@ -420,8 +440,13 @@ func TestEveryDecreaseSetsTheRateAtMostALittleBelowTheAcceptedRate(t *testing.T)
 		// this process sends succeeds. One decrease per round by decreaseFactor would leave the
 		// rate at about a third of what it was, still far above what the queue takes from it;
 		// the decreases follow the accepted rate down (reading it over the last two round
-		// trips, so a round trip or two behind).
+		// trips, so a round trip or two behind). Once they take it below collapseShare of the
+		// rate slow start's end set, the queue starts slow start again (restartIfCollapsed):
+		// the rate checked is the last one the decreases set before that.
 		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var got QueueLimit
+		restarted := false
 		start := time.Now()
 		for i := 0; time.Since(start) < 10*rtt; i++ {
 			p := acquireWhenAllowed(t, a)
@@ -433,10 +458,17 @@ func TestEveryDecreaseSetsTheRateAtMostALittleBelowTheAcceptedRate(t *testing.T)
 				} else {
 					a.release(p, outcomeThrottled, 0, time.Now())
 				}
+				mu.Lock()
+				defer mu.Unlock()
+				if l := a.Queue(testQueue); l.Rate == 0 {
+					restarted = true
+				} else if !restarted {
+					got = l
+				}
 			})
 		}
 		wg.Wait()
-		got := a.Queue(testQueue)
+		t.Logf("rate %.1f/s after %d decreases; slow start again: %v", got.Rate, got.Decreases, restarted)
 		assert.LessOrEqual(t, got.Decreases, 12, "about one decrease per round trip")
 		byFactor := rate * math.Pow(decreaseFactor, float64(got.Decreases-1))
 		assert.Less(t, got.Rate, byFactor/2, "%d decreases by the factor alone: %.1f/s", got.Decreases-1, byFactor)

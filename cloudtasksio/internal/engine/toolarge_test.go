@@ -54,10 +54,11 @@ func TestAMessageTooLargeGoesToTheFailurePolicyOnceAndLeavesTheAdaptiveLimitAlon
 	for _, c := range []struct {
 		name      string
 		answer    error
-		decreases bool
+		throttled bool
 	}{
 		{"size refusal", grpcTooLarge(), false},
-		// The control: the same code as a quota rejection lowers the limit and is retried.
+		// The control: the same code as a quota rejection is retried and counted as a
+		// quota's refusal (one alone does not end slow start: adaptive_spell.go).
 		{"quota rejection", status.Error(codes.ResourceExhausted, "Quota exceeded"), true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -72,14 +73,15 @@ func TestAMessageTooLargeGoesToTheFailurePolicyOnceAndLeavesTheAdaptiveLimitAlon
 				}
 				require.NoError(t, h.flush(), "one element's failure is not the batch's")
 				l := a.Queue(testQueue)
-				if c.decreases {
+				if c.throttled {
 					assert.Equal(t, 2, f.count("big"), "a quota rejection is retried")
-					assert.NotZero(t, l.Decreases, "and lowers the queue's limit")
+					assert.Equal(t, 1, refusalsCounted(a, testQueue), "and tells the adaptive limit")
 					assert.NotContains(t, h.rejected, "big")
 					return
 				}
 				assert.Equal(t, 1, f.count("big"), "sent once: a size refusal is never retried")
-				assert.Zero(t, l.Decreases, "the adaptive limit is not lowered")
+				assert.Zero(t, refusalsCounted(a, testQueue), "the adaptive limit is not told")
+				assert.Zero(t, l.Decreases, "nor lowered")
 				assert.True(t, l.PausedUntil.IsZero(), "nor the queue paused")
 				require.Contains(t, h.rejected, "big", "the failure policy decides")
 				err := h.rejected["big"]
@@ -92,6 +94,14 @@ func TestAMessageTooLargeGoesToTheFailurePolicyOnceAndLeavesTheAdaptiveLimitAlon
 			})
 		})
 	}
+}
+
+// refusalsCounted is how many RESOURCE_EXHAUSTED answers the adaptive state of queue counted
+// since its last decrease.
+func refusalsCounted(a *Adaptive, queue string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.queues[queue].roundRejected
 }
 
 // rejections is an Observer that keeps the rejected requests' errors.
