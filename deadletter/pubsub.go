@@ -30,6 +30,11 @@ type PubSubConfig struct {
 	// ServiceAccountKeyFile is the path, on each worker, of a service-account JSON key; empty
 	// means application-default credentials.
 	ServiceAccountKeyFile string
+	// Encoding is the layout of the message data: empty (the default) or "envelope-v1" for
+	// the binary layout FromMessage has always read, "json-v1" for one JSON object any
+	// consumer can read, with the task's header values and tokens redacted (see
+	// pubsubdl.EncodingJSONV1).
+	Encoding string
 }
 
 // errPubSubNotLinked is TryToPubSub's error when the program does not link the output.

@@ -50,6 +50,14 @@ type PubSubConfig struct {
 	// credentials, external accounts) are rejected. Empty means application-default
 	// credentials.
 	ServiceAccountKeyFile string
+	// Encoding selects the layout of the message data (attribute AttrEncoding). Empty, the
+	// default, and EncodingEnvelopeV1 keep the binary layout every earlier version published:
+	// the envelope for dead letters with an element, the bare payload for the others.
+	// EncodingJSONV1 publishes one JSON object per dead letter (JSONDeadLetter) that any
+	// consumer can read: the element as JSON where its Go type allows, the task in protojson
+	// with its header values and token fields redacted. FromMessage reads every layout. Other
+	// values are rejected.
+	Encoding string
 	// Client configures the Pub/Sub client: endpoint, quota project, impersonation, universe
 	// domain and its OpenTelemetry instrumentation. The zero value is the client library's
 	// defaults.
@@ -88,6 +96,11 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 	}
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = DefaultFlushTimeout
+	}
+	switch cfg.Encoding {
+	case "", EncodingEnvelopeV1, EncodingJSONV1:
+	default:
+		return cfg, fmt.Errorf("pubsubdl: Encoding is %s; want %q (the default, also written \"\") or %q", boundedtext.Quote(cfg.Encoding), EncodingEnvelopeV1, EncodingJSONV1)
 	}
 	conn := gcpconn.Connection{Emulator: cfg.EmulatorEndpoint, KeyFile: cfg.ServiceAccountKeyFile}
 	if err := conn.CheckCredentials(clientFieldNames); err != nil {

@@ -30,6 +30,8 @@ func TestToPubSubChecksEveryFieldAsPubsubdlDoes(t *testing.T) {
 		{"FlushTimeout", deadletter.PubSubConfig{Topic: topic, FlushTimeout: -time.Second}, "FlushTimeout"},
 		{"EmulatorEndpoint", deadletter.PubSubConfig{Topic: topic, EmulatorEndpoint: "no port"}, "EmulatorEndpoint"},
 		{"ServiceAccountKeyFile", deadletter.PubSubConfig{Topic: topic, EmulatorEndpoint: "127.0.0.1:8085", ServiceAccountKeyFile: "/k.json"}, "ServiceAccountKeyFile"},
+		{"Encoding", deadletter.PubSubConfig{Topic: topic, Encoding: "xml"}, "Encoding"},
+		{"json-v1", deadletter.PubSubConfig{Topic: topic, Encoding: pubsubdl.EncodingJSONV1}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, s := beam.NewPipelineWithRoot()
@@ -43,6 +45,7 @@ func TestToPubSubChecksEveryFieldAsPubsubdlDoes(t *testing.T) {
 				FlushTimeout:          c.cfg.FlushTimeout,
 				EmulatorEndpoint:      c.cfg.EmulatorEndpoint,
 				ServiceAccountKeyFile: c.cfg.ServiceAccountKeyFile,
+				Encoding:              c.cfg.Encoding,
 			}, failed2)
 			if c.field == "" {
 				assert.NoError(t, err)

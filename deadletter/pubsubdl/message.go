@@ -44,15 +44,16 @@ const (
 	// AttrBundle identifies the bundle that published the message, unique within the
 	// worker. A bundle that the runner retries publishes its messages again under a new id.
 	AttrBundle = "bundle"
-	// AttrEncoding names the layout of the message data. ToPubSub sets it to
-	// EncodingEnvelopeV1 for every dead letter that carries an element (Element or
-	// ElementType set, as every dead letter of cloudtasksio.Write does). Without it the data
-	// is FailedElement.Payload unchanged, the layout of dead letters that carry no element
-	// and of every message published before the envelope existed.
+	// AttrEncoding names the layout of the message data. With PubSubConfig.Encoding left
+	// at its default, ToPubSub sets it to EncodingEnvelopeV1 for every dead letter that
+	// carries an element (Element or ElementType set, as every dead letter of
+	// cloudtasksio.Write does); without it the data is FailedElement.Payload unchanged, the
+	// layout of dead letters that carry no element and of every message published before the
+	// envelope existed. With Encoding EncodingJSONV1 it is EncodingJSONV1 on every message.
 	AttrEncoding = "encoding"
 	// AttrOmitted is present on a message that ToPubSub reduced to fit Pub/Sub's limits. It
 	// lists what was left out, comma-separated, in the order it was left out: OmittedPayload
-	// first, then OmittedElement.
+	// first, then (EncodingJSONV1 only) OmittedElementJSON, then OmittedElement.
 	AttrOmitted = "omitted"
 )
 
@@ -130,20 +131,7 @@ func messageSize(m *pubsub.Message) int {
 // maxBytes (maxMessageBytes). When the whole dead letter does not fit, it leaves out the
 // Payload, then the Element (see AttrOmitted) and reports reduced.
 func newMessage(fe deadletter.FailedElement, et mtime.Time, worker, bundle string, maxBytes int) (msg *pubsub.Message, reduced bool) {
-	attrs := make(map[string]string, 9)
-	for k, v := range map[string]string{
-		AttrConnector:   fe.Connector,
-		AttrDestination: fe.Destination,
-		AttrCode:        fe.Code,
-		AttrError:       fe.Error,
-		AttrEventTime:   eventTimeAttr(et),
-		AttrWorker:      worker,
-		AttrBundle:      bundle,
-	} {
-		if v != "" {
-			attrs[k] = attrValue(v)
-		}
-	}
+	attrs := attributes(fe, et, worker, bundle)
 	envelope := len(fe.Element) > 0 || fe.ElementType != ""
 	if envelope {
 		attrs[AttrEncoding] = EncodingEnvelopeV1
@@ -161,15 +149,13 @@ func newMessage(fe deadletter.FailedElement, et mtime.Time, worker, bundle strin
 	// Leave out the payload, and the element too if that is not enough. The note and the
 	// omitted attribute count towards the size as well, so each try is measured with them.
 	reduce := func(omitElement bool) {
-		omitted := []string{OmittedPayload}
-		note := fmt.Sprintf("[reduced to fit Pub/Sub's limits: left out the %s (%d bytes)", OmittedPayload, len(fe.Payload))
+		omitted, sizes := []string{OmittedPayload}, []int{len(fe.Payload)}
 		msg.Data = data(nil, fe.Element)
 		if omitElement {
-			omitted = append(omitted, OmittedElement)
-			note += fmt.Sprintf(" and the %s (%d bytes)", OmittedElement, len(fe.Element))
+			omitted, sizes = append(omitted, OmittedElement), append(sizes, len(fe.Element))
 			msg.Data = data(nil, nil)
 		}
-		attrs[AttrError] = attrValue(note + "] " + strings.ToValidUTF8(fe.Error, "\uFFFD"))
+		attrs[AttrError] = attrValue(reducedNote(omitted, sizes) + strings.ToValidUTF8(fe.Error, "\uFFFD"))
 		attrs[AttrOmitted] = strings.Join(omitted, ",")
 	}
 	reduce(false)
@@ -177,6 +163,38 @@ func newMessage(fe deadletter.FailedElement, et mtime.Time, worker, bundle strin
 		reduce(true)
 	}
 	return msg, true
+}
+
+// attributes returns the attributes every message of fe carries, whatever its encoding.
+func attributes(fe deadletter.FailedElement, et mtime.Time, worker, bundle string) map[string]string {
+	attrs := make(map[string]string, 9)
+	for k, v := range map[string]string{
+		AttrConnector:   fe.Connector,
+		AttrDestination: fe.Destination,
+		AttrCode:        fe.Code,
+		AttrError:       fe.Error,
+		AttrEventTime:   eventTimeAttr(et),
+		AttrWorker:      worker,
+		AttrBundle:      bundle,
+	} {
+		if v != "" {
+			attrs[k] = attrValue(v)
+		}
+	}
+	return attrs
+}
+
+// reducedNote is the note that starts the error of a dead letter published without the
+// fields in omitted, whose sizes are sizes.
+func reducedNote(omitted []string, sizes []int) string {
+	note := "[reduced to fit Pub/Sub's limits: left out the "
+	for i, what := range omitted {
+		if i > 0 {
+			note += " and the "
+		}
+		note += fmt.Sprintf("%s (%d bytes)", what, sizes[i])
+	}
+	return note + "] "
 }
 
 // appendEnvelope appends the EncodingEnvelopeV1 encoding of the three fields to b.
@@ -235,8 +253,16 @@ func readEnvelope(data []byte, fe *deadletter.FailedElement) error {
 // time. Use it in the consumer of a dead-letter subscription, for example to get the element
 // back with deadletter.DecodeElement and write it again, or to hand the dead letter to
 // cloudtasksio.FailedTask. It reads messages of every layout ToPubSub has published: with
-// the envelope and without it. An envelope that cannot be read, or an AttrEncoding this
-// version does not know, is an error naming the attribute or field.
+// the envelope, without it, and EncodingJSONV1. Data that cannot be read, or an AttrEncoding
+// this version does not know, is an error naming the attribute or field, never repeating
+// the data.
+//
+// From EncodingJSONV1 data every field comes from the JSON object, Error whole (not cut to
+// MaxAttributeBytes) and Element from its Beam-coded bytes, so a replay works as from the
+// envelope. What redaction removed cannot come back: when the task had header values or
+// token fields, Payload is left empty (a task with placeholders in their place must not be
+// created again by mistake) and Error starts with a note naming what was redacted. A task
+// without either comes back as the Payload, equal as a protobuf message to the original.
 //
 // A message ToPubSub reduced (AttrOmitted) gives a FailedElement without the fields left
 // out; its Error starts with a note saying what was left out.
@@ -267,9 +293,11 @@ func FromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, erro
 		if err := readEnvelope(msg.Data, &fe); err != nil {
 			return fe, time.Time{}, err
 		}
+	case enc == EncodingJSONV1:
+		return fromJSON(msg.Data)
 	default:
-		return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: attribute %q is %q; this version reads %q and messages without the attribute",
-			AttrEncoding, boundedtext.Cut(enc, 64), EncodingEnvelopeV1)
+		return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: attribute %q is %s; this version reads %q, %q and messages without the attribute",
+			AttrEncoding, boundedtext.Quote(enc), EncodingEnvelopeV1, EncodingJSONV1)
 	}
 	var et time.Time
 	if v, ok := a[AttrEventTime]; ok {

@@ -27,6 +27,7 @@ func init() {
 			FlushTimeout:          cfg.FlushTimeout,
 			EmulatorEndpoint:      cfg.EmulatorEndpoint,
 			ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
+			Encoding:              cfg.Encoding,
 		}, failed)
 	})
 }
@@ -40,13 +41,15 @@ func init() {
 // in the envelope EncodingEnvelopeV1 (attribute AttrEncoding) when the dead letter carries an
 // element, else the Payload unchanged. The other fields travel as the attributes
 // AttrConnector, AttrDestination, AttrCode, AttrError and AttrEventTime, with AttrWorker and
-// AttrBundle naming the publisher. Messages carry no ordering key. FromMessage reads them
-// back.
+// AttrBundle naming the publisher. Messages carry no ordering key. With cfg.Encoding
+// EncodingJSONV1 the data is one JSON object instead (JSONDeadLetter), with the same
+// attributes. FromMessage reads every layout back.
 //
 // No dead letter fails the bundle for its size: one that would break Pub/Sub's limits (a
 // publish request of 10 MB; attribute values are cut to MaxAttributeBytes, and a message has
-// at most 9 attributes) is published reduced, without its Payload, and if that is not
-// enough without its Element too; AttrOmitted says what was left out, the Error attribute
+// at most 9 attributes) is published reduced, without its Payload (in JSON, its task), then
+// (in JSON) without the element's JSON rendering, and if that is not enough without its
+// Element too; AttrOmitted says what was left out, the Error attribute
 // starts with a note saying so, and the counter messagesReduced counts it. An emulator may
 // take less than the service: pstest, like any gRPC server with default settings, refuses
 // requests over 4 MiB.
@@ -91,6 +94,7 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 		EmulatorEndpoint:      cfg.EmulatorEndpoint,
 		ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
 		Client:                settings,
+		Encoding:              cfg.Encoding,
 	}, failed)
 	if err != nil {
 		return fmt.Errorf("pubsubdl: ToPubSub: %w", err)
@@ -110,6 +114,7 @@ type publishFn struct {
 	EmulatorEndpoint      string
 	ServiceAccountKeyFile string
 	Client                gcpconn.ClientSettings
+	Encoding              string
 
 	box      *outbox
 	bundle   string
@@ -141,7 +146,11 @@ func (f *publishFn) start(pub publisher) {
 // ProcessElement publishes one failed element, waiting for the outstanding publishes when
 // the in-flight bound is reached.
 func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe deadletter.FailedElement) error {
-	msg, reduced := newMessage(fe, et, workerID(), f.bundle, f.maxBytes)
+	build := newMessage
+	if f.Encoding == EncodingJSONV1 {
+		build = newJSONMessage
+	}
+	msg, reduced := build(fe, et, workerID(), f.bundle, f.maxBytes)
 	if reduced {
 		messagesReduced.Inc(ctx, 1)
 	}

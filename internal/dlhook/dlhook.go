@@ -20,6 +20,7 @@ type PubSubSettings struct {
 	FlushTimeout          time.Duration
 	EmulatorEndpoint      string
 	ServiceAccountKeyFile string
+	Encoding              string
 }
 
 // PubSubOutput adds the Pub/Sub dead-letter output to s for failed, a
