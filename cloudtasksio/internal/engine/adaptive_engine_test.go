@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 )
 
 // Tests of the engine with adaptive concurrency (Options.Adaptive) against fake services that
@@ -361,7 +363,7 @@ func TestAThrottledQueueDoesNotHoldBackAnother(t *testing.T) {
 			require.NoError(t, e.Submit(ctx, requestTo(otherQueue, fmt.Sprint("o", i))))
 		}
 		synctest.Wait()
-		assert.Equal(t, QueueLimit{Limit: atOnce, Cap: 200, InFlight: atOnce}, a.Queue(otherQueue))
+		assert.Equal(t, adaptive.QueueLimit{Limit: atOnce, Cap: 200, InFlight: atOnce}, a.Queue(otherQueue))
 		require.NoError(t, e.Flush(ctx))
 		created, _, peak := free.counts(otherQueue)
 		assert.Equal(t, 50, created)

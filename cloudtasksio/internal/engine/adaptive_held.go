@@ -1,14 +1,28 @@
 package engine
 
-// An engine's side of adaptive concurrency (adaptive.go): the requests it
+// An engine's side of adaptive concurrency (package adaptive): the requests it
 // holds back while their queue's limit is reached, its rate's next slot lies
-// ahead or its creates are paused, and how it starts them when the queue lets
-// them through.
+// ahead or its creates are paused, how it starts them when the queue lets
+// them through, and what each answer tells the controller.
 
 import (
 	"context"
 	"time"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 )
+
+// Adaptive holds the adaptive concurrency state of one client setting, one
+// per queue (adaptive.Adaptive). Give the same *Adaptive to the Options of
+// every engine that should share the limits.
+type Adaptive = adaptive.Adaptive
+
+// NewAdaptive returns an Adaptive of its own, sharing nothing with any other.
+func NewAdaptive() *Adaptive { return adaptive.New() }
+
+// MinStartRate is the lowest Options.StartRate the engine starts a queue at,
+// the lowest rate it paces at.
+const MinStartRate = adaptive.MinStartRate
 
 // engineAdaptive is an engine's side of adaptive concurrency: the requests it
 // holds because their queue's limit is reached or its creates are paused.
@@ -27,10 +41,10 @@ type engineAdaptive[T any] struct {
 	pausedUntil time.Time
 	// reserved holds, per queue, the permit for a paced slot ahead that the
 	// queue's first held request starts with when the slot comes.
-	reserved map[string]permit
+	reserved map[string]adaptive.Permit
 	// granted is the permit startHeld took for grantedFor, an expired held
 	// request it hands back to dispatch.
-	granted    permit
+	granted    adaptive.Permit
 	grantedFor *Request[T]
 }
 
@@ -51,8 +65,8 @@ func (e *Engine[T]) send(r *Request[T]) {
 	queue := r.Create.GetParent()
 	if len(ad.held[queue]) == 0 {
 		now := time.Now()
-		p, ok, until := ad.a.acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now)
-		if ok && !p.start.After(now) {
+		p, ok, until := ad.a.Acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now)
+		if ok && !p.Start().After(now) {
 			e.start(r, &p)
 			return
 		}
@@ -70,7 +84,7 @@ func (e *Engine[T]) send(r *Request[T]) {
 	}
 	if len(ad.held[queue]) == 0 {
 		ad.queues = append(ad.queues, queue)
-		ad.a.watch(queue, e.opts.MaxInFlight, e.opts.StartRate, ad.wake)
+		ad.a.Watch(queue, e.opts.MaxInFlight, e.opts.StartRate, ad.wake)
 	}
 	ad.held[queue] = append(ad.held[queue], r)
 	ad.n++
@@ -78,12 +92,12 @@ func (e *Engine[T]) send(r *Request[T]) {
 
 // reserve keeps p, a permit for a paced slot ahead, for the first held
 // request of queue, and wakes the engine at the slot.
-func (ad *engineAdaptive[T]) reserve(queue string, p permit) {
+func (ad *engineAdaptive[T]) reserve(queue string, p adaptive.Permit) {
 	if ad.reserved == nil {
-		ad.reserved = map[string]permit{}
+		ad.reserved = map[string]adaptive.Permit{}
 	}
 	ad.reserved[queue] = p
-	ad.notePause(p.start)
+	ad.notePause(p.Start())
 }
 
 func (ad *engineAdaptive[T]) notePause(until time.Time) {
@@ -110,12 +124,12 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 			if !reserved {
 				var ok bool
 				var until time.Time
-				if p, ok, until = ad.a.acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now); !ok {
+				if p, ok, until = ad.a.Acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now); !ok {
 					ad.notePause(until)
 					break
 				}
 			}
-			if p.start.After(now) {
+			if p.Start().After(now) {
 				ad.reserve(queue, p)
 				break
 			}
@@ -131,7 +145,7 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 				e.dispatch(ctx, r)
 				if ad.grantedFor != nil {
 					ad.grantedFor = nil
-					ad.a.release(p, outcomeOther, 0, now)
+					ad.a.Release(p, adaptive.Other, 0, now)
 				}
 				continue
 			}
@@ -141,7 +155,7 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 			ad.queues = append(ad.queues, queue)
 		} else if ad.held != nil {
 			delete(ad.held, queue)
-			ad.a.unwatch(queue, ad.wake)
+			ad.a.Unwatch(queue, ad.wake)
 		}
 	}
 	// dispatch may have held requests of queues not seen in this pass: keep
@@ -166,10 +180,10 @@ func uniqueStrings(s []string) []string {
 // for them and the queues it watched.
 func (ad *engineAdaptive[T]) dropHeld() {
 	for queue := range ad.held {
-		ad.a.unwatch(queue, ad.wake)
+		ad.a.Unwatch(queue, ad.wake)
 	}
 	for _, p := range ad.reserved {
-		ad.a.release(p, outcomeOther, 0, time.Now())
+		ad.a.Release(p, adaptive.Other, 0, time.Now())
 	}
 	ad.held, ad.reserved, ad.queues, ad.n, ad.pausedUntil = nil, nil, nil, 0, time.Time{}
 }
@@ -183,4 +197,24 @@ func (ad *engineAdaptive[T]) retryDelay(err error) time.Duration {
 	}
 	_, delay := throttle(err)
 	return delay
+}
+
+// finished tells a how an attempt that held permit p ended. It runs on the
+// attempt's goroutine as soon as the answer arrives, so the limit follows the
+// service even while the engine's caller is busy, and the permit comes back
+// even from an engine that is abandoned.
+func finished(a *adaptive.Adaptive, p *adaptive.Permit, err error, named bool, at time.Time) {
+	if a == nil || p == nil {
+		return
+	}
+	o, delay := adaptive.Other, time.Duration(0)
+	switch throttled, d := throttle(err); {
+	case err == nil:
+		o = adaptive.Succeeded
+	case throttled:
+		o, delay = adaptive.Throttled, d
+	case Classify(err, named) == Deduplicated:
+		o = adaptive.Succeeded
+	}
+	a.Release(*p, o, delay, at)
 }

@@ -16,6 +16,8 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 )
 
 // simCase is one workload of the start-up simulations: procs worker processes (one Adaptive
@@ -52,7 +54,7 @@ type simResult struct {
 	procSeconds [][]int
 	// procTimes is when each process's created tasks were answered.
 	procTimes  [][]time.Duration
-	procStates []QueueLimit
+	procStates []adaptive.QueueLimit
 }
 
 // simSlot is the resolution of a simulation's timeline.

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Refusals that do not follow the rate (adaptive_spell.go), through the engine: a steady share
+// Refusals that do not follow the rate (package adaptive, spell.go), through the engine: a steady share
 // of creates refused at random, and a burst.
 
 // sporadicRun is one engine writing to testQueue for a span of fake time against a fake that

@@ -135,22 +135,3 @@ func TestAProcessLeftAloneTakesUpTheQuotaItsPeersLeft(t *testing.T) {
 		}
 	})
 }
-
-func TestThePacedRateStopsGrowingWhenTheEnginesCannotSendFaster(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// Nothing refuses the creates, and the rate grows and probes past the rate the queue
-		// refused; but the engines have at most growForInFlight creates in flight, 10,000 a
-		// second at 100 ms. Past that no create waits for its slot, and only a create the rate
-		// held back grows it: the rate stops near what the engines can send instead of growing
-		// by a quarter every round trip.
-		const rtt = 100 * time.Millisecond
-		a := NewAdaptive()
-		throttleAfter(t, a, 30, rtt)
-		growFor(t, a, rtt, 8*time.Second)
-		st := a.Queue(testQueue)
-		most := growForInFlight / rtt.Seconds()
-		t.Logf("rate %.0f/s after 8 s of successes; the engines send at most %.0f/s", st.Rate, most)
-		assert.Greater(t, st.Rate, 0.5*most, "the rate probed towards what the engines can send")
-		assert.Less(t, st.Rate, 1.5*most)
-	})
-}

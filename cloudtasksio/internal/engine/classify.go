@@ -10,6 +10,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 )
 
 // Class is what the engine does with a failed CreateTask call. Classify is the
@@ -365,7 +367,7 @@ func CodeName(c codes.Code) string {
 // throttled is true when RESOURCE_EXHAUSTED is anywhere in err's chain, other
 // than one refusing a message for its size (IsMessageTooLarge), and
 // delay is the retry_delay of a google.rpc.RetryInfo detail of such a status
-// (bounded by maxRetryDelay; 0 when there is none).
+// (bounded by adaptive.MaxRetryDelay; 0 when there is none).
 func throttle(err error) (throttled bool, delay time.Duration) {
 	if err == nil {
 		return false, 0
@@ -387,5 +389,5 @@ func throttle(err error) (throttled bool, delay time.Duration) {
 		}
 		return true
 	})
-	return throttled, min(max(delay, 0), maxRetryDelay)
+	return throttled, min(max(delay, 0), adaptive.MaxRetryDelay)
 }

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
@@ -57,12 +58,12 @@ func (e *Engine[T]) expired(ctx context.Context, r *Request[T]) (ExpiredAction, 
 
 // start runs one attempt on a goroutine of its own; p is its adaptive
 // concurrency permit, nil when that is off.
-func (e *Engine[T]) start(r *Request[T], p *permit) {
+func (e *Engine[T]) start(r *Request[T], p *adaptive.Permit) {
 	e.inFlight++
 	r.attempts++
-	creator, timeout, done, ctx, adaptive := e.creator, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
-	if p != nil && p.booked {
-		adaptive.begin(*p)
+	creator, timeout, done, ctx, limits := e.creator, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
+	if p != nil && p.Booked() {
+		limits.Begin(*p)
 	}
 	named := r.Create.GetTask().GetName() != ""
 	go func() {
@@ -74,7 +75,7 @@ func (e *Engine[T]) start(r *Request[T], p *permit) {
 		began := time.Now()
 		_, err := creator.CreateTask(ctx, r.Create)
 		at := time.Now()
-		adaptive.finished(p, err, named, at)
+		finished(limits, p, err, named, at)
 		done <- completion[T]{r: r, err: err, at: at, took: at.Sub(began)}
 	}()
 }

@@ -77,7 +77,8 @@ type Options struct {
 	// Adaptive, when non-nil, limits the creates in flight to each queue
 	// across every engine given the same Adaptive, lowering the limit when
 	// Cloud Tasks answers RESOURCE_EXHAUSTED and raising it as creates
-	// succeed, and honours a RetryInfo delay in such an answer (adaptive.go).
+	// succeed, and honours a RetryInfo delay in such an answer (package
+	// adaptive).
 	// Requests it holds back count against MaxInFlight like parked ones. Nil
 	// turns adaptive concurrency off.
 	Adaptive *Adaptive
@@ -87,7 +88,7 @@ type Options struct {
 	// of in slow start: the caller knows its share of the queue's quota and
 	// says so, so that neither slow start's ramp nor its first burst into the
 	// quota comes first. The rate then grows while creates succeed and falls
-	// when they are rejected, as a paced queue's does (adaptive.go). A rate
+	// when they are rejected, as a paced queue's does (package adaptive). A rate
 	// below MinStartRate starts at MinStartRate; an infinite one, or none
 	// without Adaptive, is ignored.
 	StartRate float64

@@ -1,6 +1,6 @@
-package engine
+package adaptive
 
-// Refusals that are not a quota's (adaptive.go). A refusal is a sign of a
+// Refusals that are not a quota's (controller.go). A refusal is a sign of a
 // quota only when refusals grow with the rate. Two kinds do not: a share of
 // creates refused whatever the rate (a front end shedding load, another job
 // on the project's quota), and a burst of refusals that ends on its own. A

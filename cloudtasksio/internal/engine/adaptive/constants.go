@@ -1,8 +1,8 @@
-package engine
+package adaptive
 
 import "time"
 
-// The adaptive controller's constants (adaptive.go), with what each was
+// The adaptive controller's constants (controller.go), with what each was
 // measured against. The measurements are the start-up simulation's
 // (adaptive_sim_test.go, TestSimulatedStartUpMatrix: a quota of 1,000/s with a
 // bucket of 100, sixteen engines per process, medians or means of several

@@ -1,6 +1,6 @@
-package engine
+package adaptive
 
-// The slow start phase of adaptive concurrency (adaptive.go): what a queue no
+// The slow start phase of adaptive concurrency (controller.go): what a queue no
 // create has been rejected for lets through, and how a success grows it.
 
 import "time"

@@ -1,7 +1,7 @@
-package engine
+package adaptive
 
 // The accepted rate of a queue: the creates it accepted from this process in
-// recent slots of time, which the adaptive controller (adaptive.go) reads at
+// recent slots of time, which the adaptive controller (controller.go) reads at
 // a decrease to tell the rate the quota lets through.
 
 import (

@@ -1,6 +1,6 @@
-package engine
+package adaptive
 
-// The paced phase of adaptive concurrency (adaptive.go): how the rate grows
+// The paced phase of adaptive concurrency (controller.go): how the rate grows
 // while creates succeed, how it probes for room the quota did not have, and
 // how a rejection lowers it.
 

@@ -1,14 +1,14 @@
-package engine
+package adaptive
 
-// Which queues an Adaptive (adaptive.go) keeps: the engines that watch a
+// Which queues an Adaptive (controller.go) keeps: the engines that watch a
 // queue for releases, when a queue is idle, and forgetting the idle ones
 // beyond IdleTTL and MaxQueues.
 
 import "time"
 
-// watch makes releases for queue signal ch (buffered, capacity 1); unwatch
-// stops it.
-func (a *Adaptive) watch(queue string, cap int, startRate float64, ch chan struct{}) {
+// Watch makes releases for queue signal ch (buffered, capacity 1); cap and
+// startRate are the watching engine's, as for Acquire.
+func (a *Adaptive) Watch(queue string, cap int, startRate float64, ch chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	q := a.queue(queue, cap, startRate, time.Now())
@@ -19,7 +19,8 @@ func (a *Adaptive) watch(queue string, cap int, startRate float64, ch chan struc
 	q.waiters[ch] = struct{}{}
 }
 
-func (a *Adaptive) unwatch(queue string, ch chan struct{}) {
+// Unwatch stops releases for queue from signalling ch.
+func (a *Adaptive) Unwatch(queue string, ch chan struct{}) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if q := a.queues[queue]; q != nil {

@@ -1,4 +1,4 @@
-package engine
+package adaptive
 
 import (
 	"math"
@@ -43,16 +43,16 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 		return 0
 	}
 	f.Fuzz(func(t *testing.T, ops []byte) {
-		a := NewAdaptive()
+		a := New()
 		a.MaxQueues = 2
 		now := time.Now()
-		held := map[string][]permit{}
+		held := map[string][]Permit{}
 		for i := 0; i+2 < len(ops) && i < 3*4000; i += 3 {
 			op, x, y := ops[i], ops[i+1], ops[i+2]
 			path := queues[int(op>>2)%len(queues)]
 			switch op % 4 {
 			case 0: // a create asks to go
-				p, ok, until := a.acquire(path, 1+int(x)*4, startRate(path, x), now)
+				p, ok, until := a.Acquire(path, 1+int(x)*4, startRate(path, x), now)
 				switch {
 				case ok && (p.start.Before(now) || p.start.After(now.Add(latestStart(a.Queue(path))))):
 					t.Fatalf("step %d: granted to start %v after now; state %+v", i/3, p.start.Sub(now), a.Queue(path))
@@ -73,27 +73,27 @@ func FuzzAdaptiveStateStaysSane(f *testing.F) {
 				j := int(x) % len(ps)
 				p := ps[j]
 				held[path] = append(ps[:j], ps[j+1:]...)
-				o := outcome(y % 3)
+				o := Outcome(y % 3)
 				at := now
 				if op%4 == 3 {
 					at = p.start.Add(time.Duration(y) * time.Millisecond)
-				} else if o != outcomeOther {
+				} else if o != Other {
 					// A create is sent at its start, so answered after it; only a
-					// cancelled one (outcomeOther) comes back before.
+					// cancelled one (Other) comes back before.
 					at = latest(now, p.start)
 				}
 				now = latest(now, at)
 				var delay time.Duration
-				if o == outcomeThrottled && y&0x80 != 0 {
+				if o == Throttled && y&0x80 != 0 {
 					delay = time.Duration(y&0x3f) * 100 * time.Millisecond
 				}
 				before := a.Queue(path)
-				a.release(p, o, delay, at)
+				a.Release(p, o, delay, at)
 				after := a.Queue(path)
 				switch {
-				case o == outcomeThrottled && before.Rate > 0 && after.Rate > before.Rate:
+				case o == Throttled && before.Rate > 0 && after.Rate > before.Rate:
 					t.Fatalf("step %d: a rejection raised the rate from %v to %v", i/3, before.Rate, after.Rate)
-				case o == outcomeSucceeded && after.Rate < before.Rate:
+				case o == Succeeded && after.Rate < before.Rate:
 					t.Fatalf("step %d: a success lowered the rate from %v to %v", i/3, before.Rate, after.Rate)
 				}
 			case 2: // time passes

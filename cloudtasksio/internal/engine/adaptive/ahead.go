@@ -1,6 +1,6 @@
-package engine
+package adaptive
 
-// Slow start's booked slots (adaptive.go). Slow start spreads a round trip's
+// Slow start's booked slots (controller.go). Slow start spreads a round trip's
 // creates over it, so a create it lets through may start at a slot a little
 // ahead; its engine holds the request until then, and the permit counts as in
 // flight from the grant. An engine starts its held requests only inside its
@@ -19,7 +19,7 @@ package engine
 import "time"
 
 // book records p, granted with a start ahead of the grant, as a booked slot.
-func (q *queueLimit) book(p *permit) {
+func (q *queueLimit) book(p *Permit) {
 	if q.ahead == nil {
 		q.ahead = map[uint64]time.Time{}
 	}
@@ -28,7 +28,7 @@ func (q *queueLimit) book(p *permit) {
 }
 
 // unbook forgets p's booked slot: its create started, or it was given back.
-func (q *queueLimit) unbook(p permit) {
+func (q *queueLimit) unbook(p Permit) {
 	if p.booked {
 		delete(q.ahead, p.seq)
 	}
@@ -52,9 +52,9 @@ func (q *queueLimit) lapsed(now time.Time) (n int, next time.Time) {
 	return n, next
 }
 
-// begin tells the Adaptive that the create of p started; a no-op unless p
+// Begin tells the Adaptive that the create of p started; a no-op unless p
 // holds a booked slot.
-func (a *Adaptive) begin(p permit) {
+func (a *Adaptive) Begin(p Permit) {
 	if a == nil || !p.booked {
 		return
 	}

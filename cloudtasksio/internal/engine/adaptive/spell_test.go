@@ -1,4 +1,4 @@
-package engine
+package adaptive
 
 import (
 	"sync"
@@ -10,13 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Tests of the rules for refusals that are not a quota's (adaptive_spell.go): noise in slow
+// Tests of the rules for refusals that are not a quota's (spell.go): noise in slow
 // start, a burst that costs one decrease and is undone, and a paced rate that collapsed.
 
 // pacedAfter is throttleAfter, then one paced create that the queue accepts a round trip rtt
 // later. Until a create sent after slow start's end is accepted, the refusals that follow
 // within spellGap belong to the run that ended it and do not lower the rate
-// (adaptive_spell.go); from the acceptance on, every refusal of a create sent after the last
+// (spell.go); from the acceptance on, every refusal of a create sent after the last
 // decrease does, as for any paced queue. The create starts at once, so it does not grow the
 // rate. It returns the time of the rejections that ended slow start.
 func pacedAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) time.Time {
@@ -26,7 +26,7 @@ func pacedAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) tim
 	p := acquireWhenAllowed(t, a)
 	require.False(t, p.binding, "the first paced create starts at once")
 	time.Sleep(rtt)
-	a.release(p, outcomeSucceeded, 0, time.Now())
+	a.Release(p, Succeeded, 0, time.Now())
 	require.Equal(t, rate, a.Queue(testQueue).Rate)
 	return decreased
 }
@@ -34,11 +34,11 @@ func pacedAfter(t *testing.T, a *Adaptive, limit float64, rtt time.Duration) tim
 // endSlowStart answers p, a create of slow start to testQueue, RESOURCE_EXHAUSTED, then
 // acquires quotaRun-1 more creates and answers each RESOURCE_EXHAUSTED at the same instant: the
 // run of refusals that ends slow start, as if p's answer alone had.
-func endSlowStart(t *testing.T, a *Adaptive, p permit) {
+func endSlowStart(t *testing.T, a *Adaptive, p Permit) {
 	t.Helper()
-	a.release(p, outcomeThrottled, 0, time.Now())
+	a.Release(p, Throttled, 0, time.Now())
 	for range quotaRun - 1 {
-		a.release(take(t, a, testQueue, 1000, 1)[0], outcomeThrottled, 0, time.Now())
+		a.Release(take(t, a, testQueue, 1000, 1)[0], Throttled, 0, time.Now())
 	}
 	require.Equal(t, 1, a.Queue(testQueue).Decreases, "a run of %d refusals ends slow start", quotaRun)
 }
@@ -54,7 +54,7 @@ func storedLimit(a *Adaptive) float64 {
 // lets through (at most cap) and answering it a round trip rtt later, the i-th answer of the
 // run with outcome(i), until the limit reaches cap, a decrease comes, or 30 rounds have gone.
 // It returns the number of answers.
-func slowStartRounds(t *testing.T, a *Adaptive, cap int, rtt time.Duration, outcome func(i int) outcome) int {
+func slowStartRounds(t *testing.T, a *Adaptive, cap int, rtt time.Duration, outcome func(i int) Outcome) int {
 	t.Helper()
 	n, decreases := 0, a.Queue(testQueue).Decreases
 	for range 30 {
@@ -64,7 +64,7 @@ func slowStartRounds(t *testing.T, a *Adaptive, cap int, rtt time.Duration, outc
 		ps := take(t, a, testQueue, cap, limitOf(a))
 		time.Sleep(rtt)
 		for _, p := range ps {
-			a.release(p, outcome(n), 0, time.Now())
+			a.Release(p, outcome(n), 0, time.Now())
 			n++
 		}
 	}
@@ -78,12 +78,12 @@ func TestASteadyShareOfRefusalsLetsSlowStartReachTheCap(t *testing.T) {
 		// refuses a growing share of a limit that doubles every round trip. Ending slow start
 		// at the first of them would pace the queue far below what it takes.
 		const cap = 1000
-		a := NewAdaptive()
-		n := slowStartRounds(t, a, cap, 100*time.Millisecond, func(i int) outcome {
+		a := New()
+		n := slowStartRounds(t, a, cap, 100*time.Millisecond, func(i int) Outcome {
 			if i%10 == 5 {
-				return outcomeThrottled
+				return Throttled
 			}
-			return outcomeSucceeded
+			return Succeeded
 		})
 		got := a.Queue(testQueue)
 		t.Logf("%d answers, a tenth of them refusals; %+v", n, got)
@@ -99,7 +99,7 @@ func TestARunOfRefusalsEndsSlowStart(t *testing.T) {
 		// trip. quotaRun refusals in a row are clearly more than startNoise of the answers;
 		// one fewer could still be noise.
 		const rtt = 100 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		for limitOf(a) < 30 {
 			ps := take(t, a, testQueue, 1000, limitOf(a))
 			time.Sleep(rtt)
@@ -108,21 +108,21 @@ func TestARunOfRefusalsEndsSlowStart(t *testing.T) {
 		ps := take(t, a, testQueue, 1000, quotaRun)
 		time.Sleep(rtt)
 		for _, p := range ps[:quotaRun-1] {
-			a.release(p, outcomeThrottled, 0, time.Now())
+			a.Release(p, Throttled, 0, time.Now())
 		}
 		assert.Zero(t, a.Queue(testQueue).Decreases, "%d refusals in a row could be noise", quotaRun-1)
-		a.release(ps[quotaRun-1], outcomeThrottled, 0, time.Now())
+		a.Release(ps[quotaRun-1], Throttled, 0, time.Now())
 		got := a.Queue(testQueue)
 		assert.Equal(t, 1, got.Decreases, "%d end slow start", quotaRun)
 		assert.Positive(t, got.Rate)
 
 		// A share well above startNoise ends it too, acceptances among the refusals.
-		b := NewAdaptive()
-		n := slowStartRounds(t, b, 1000, rtt, func(i int) outcome {
+		b := New()
+		n := slowStartRounds(t, b, 1000, rtt, func(i int) Outcome {
 			if i >= 30 && i%2 == 0 {
-				return outcomeThrottled
+				return Throttled
 			}
-			return outcomeSucceeded
+			return Succeeded
 		})
 		got = b.Queue(testQueue)
 		t.Logf("half of the answers from the 30th refusals: slow start ended at answer %d", n)
@@ -138,25 +138,25 @@ func TestRefusalsBeforeAnyAcceptanceDoNotEndSlowStart(t *testing.T) {
 		// floor and goes on. They do not count later either: once a create is accepted, slow
 		// start ends only at a run of refusals after it.
 		const rtt = 50 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		for range 50 {
 			p := takeAsLetThrough(t, a, testQueue, 1000, 1)[0]
 			time.Sleep(time.Until(p.start) + rtt)
-			a.release(p, outcomeThrottled, 0, time.Now())
+			a.Release(p, Throttled, 0, time.Now())
 		}
 		assert.Zero(t, a.Queue(testQueue).Decreases, "fifty refusals, nothing accepted")
 		assert.Zero(t, a.Queue(testQueue).Rate)
 
 		p := takeAsLetThrough(t, a, testQueue, 1000, 1)[0]
 		time.Sleep(time.Until(p.start) + rtt)
-		a.release(p, outcomeSucceeded, 0, time.Now())
+		a.Release(p, Succeeded, 0, time.Now())
 		ps := takeAsLetThrough(t, a, testQueue, 1000, quotaRun)
 		time.Sleep(rtt)
 		for _, p := range ps[:quotaRun-1] {
-			a.release(p, outcomeThrottled, 0, time.Now())
+			a.Release(p, Throttled, 0, time.Now())
 		}
 		assert.Zero(t, a.Queue(testQueue).Decreases, "the refusals before the acceptance did not count")
-		a.release(ps[quotaRun-1], outcomeThrottled, 0, time.Now())
+		a.Release(ps[quotaRun-1], Throttled, 0, time.Now())
 		assert.Equal(t, 1, a.Queue(testQueue).Decreases, "a run after it ends slow start")
 	})
 }
@@ -169,17 +169,17 @@ func TestSlowStartJudgesRefusalsOneWindowAtATime(t *testing.T) {
 		// many windows of such a share added up (thousands of answers would tell a share
 		// this far above startNoise apart from it).
 		const cap = 32
-		a := NewAdaptive()
+		a := New()
 		i := 0
 		for range 150 {
 			ps := take(t, a, testQueue, cap, limitOf(a))
 			time.Sleep(100 * time.Millisecond)
 			for _, p := range ps {
-				o := outcomeSucceeded
+				o := Succeeded
 				if i%5 == 2 {
-					o = outcomeThrottled
+					o = Throttled
 				}
-				a.release(p, o, 0, time.Now())
+				a.Release(p, o, 0, time.Now())
 				i++
 			}
 		}
@@ -198,14 +198,14 @@ func TestSlowStartsLimitDoesNotGrowWhileItsRefusalsAreSuspect(t *testing.T) {
 		// and meanwhile a limit that doubles every round trip would run past it: the limit
 		// does not grow until the window is no longer suspect (the sixth acceptance).
 		const rtt = 100 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		for limitOf(a) < 30 {
 			ps := take(t, a, testQueue, 1000, limitOf(a))
 			time.Sleep(rtt)
 			succeedAll(a, ps)
 		}
 		ps := take(t, a, testQueue, 1000, limitOf(a))
-		var binding, other []permit
+		var binding, other []Permit
 		for _, p := range ps {
 			if p.binding {
 				binding = append(binding, p)
@@ -217,7 +217,7 @@ func TestSlowStartsLimitDoesNotGrowWhileItsRefusalsAreSuspect(t *testing.T) {
 		require.GreaterOrEqual(t, len(other), 5)
 		time.Sleep(rtt)
 		for _, p := range other[:5] {
-			a.release(p, outcomeThrottled, 0, time.Now())
+			a.Release(p, Throttled, 0, time.Now())
 		}
 		limit := storedLimit(a)
 		succeedAll(a, binding[:5])
@@ -231,16 +231,16 @@ func TestSlowStartsLimitDoesNotGrowWhileItsRefusalsAreSuspect(t *testing.T) {
 // answerPaced offers n creates to testQueue of a, each at its paced start, and answers the
 // i-th a round trip rtt after its start with outcome(i), in the order they started; it returns
 // when all are answered.
-func answerPaced(t *testing.T, a *Adaptive, rtt time.Duration, n int, outcome func(i int) outcome) {
+func answerPaced(t *testing.T, a *Adaptive, rtt time.Duration, n int, outcome func(i int) Outcome) {
 	t.Helper()
-	sent := make(chan permit, n)
+	sent := make(chan Permit, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
 		i := 0
 		for p := range sent {
 			time.Sleep(time.Until(p.start.Add(rtt)))
-			a.release(p, outcome(i), 0, time.Now())
+			a.Release(p, outcome(i), 0, time.Now())
 			i++
 		}
 	})
@@ -262,12 +262,12 @@ func settled(t *testing.T, a *Adaptive, rtt time.Duration) {
 }
 
 // refuseFirst is an outcome that refuses the first n answers and accepts the others.
-func refuseFirst(n int) func(int) outcome {
-	return func(i int) outcome {
+func refuseFirst(n int) func(int) Outcome {
+	return func(i int) Outcome {
 		if i < n {
-			return outcomeThrottled
+			return Throttled
 		}
-		return outcomeSucceeded
+		return Succeeded
 	}
 }
 
@@ -279,7 +279,7 @@ func TestABurstOfRefusalsCostsOneDecrease(t *testing.T) {
 		// While no create sent after the decrease is accepted, the refusals within spellGap of
 		// it are one burst: one decrease.
 		const rtt = 20 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		settled(t, a, rtt)
 		rate := a.Queue(testQueue).Rate
 		require.Greater(t, 40/rate, 2*rtt.Seconds(), "creates sent after the decrease are refused too")
@@ -302,7 +302,7 @@ func TestTheRunThatEndedSlowStartCostsOneDecreaseWithinSpellGap(t *testing.T) {
 		// after it; until one of those is accepted, the refusals within spellGap are the tail
 		// of the run that ended slow start, not news of a lower quota.
 		const rtt = 20 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		decreased := throttleAfter(t, a, 30, rtt)
 		answerPaced(t, a, rtt, 20, refuseFirst(20))
 		require.Less(t, time.Since(decreased), minSpellGap)
@@ -320,7 +320,7 @@ func TestASettledSpellIsUndoneOnceItsBurstHasEnded(t *testing.T) {
 		// acceptances among its refusals. The spell's decrease is undone: the rate is back
 		// where it was, not left to grow back over seconds.
 		const rtt = 20 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		settled(t, a, rtt)
 		rate := a.Queue(testQueue).Rate
 		answerPaced(t, a, rtt, 40+burstClean-1, refuseFirst(40))
@@ -332,20 +332,20 @@ func TestASettledSpellIsUndoneOnceItsBurstHasEnded(t *testing.T) {
 		assert.InDelta(t, rate, got.Rate, 1e-9, "restored at the %d-th acceptance", burstClean)
 
 		// Refusals with an acceptance among them are a quota's, or noise: not undone.
-		b := NewAdaptive()
+		b := New()
 		settled(t, b, rtt)
 		rate = b.Queue(testQueue).Rate
-		answerPaced(t, b, rtt, 20+1+5+burstClean, func(i int) outcome {
+		answerPaced(t, b, rtt, 20+1+5+burstClean, func(i int) Outcome {
 			if i < 20 || i > 20 && i <= 25 {
-				return outcomeThrottled
+				return Throttled
 			}
-			return outcomeSucceeded
+			return Succeeded
 		})
 		assert.Less(t, b.Queue(testQueue).Rate, rate, "an acceptance among the refusals: not undone")
 
 		// Nor a run of fewer than burstMinRejected refusals: too short to tell a burst from
 		// a quota's refusals.
-		c := NewAdaptive()
+		c := New()
 		settled(t, c, rtt)
 		rate = c.Queue(testQueue).Rate
 		answerPaced(t, c, rtt, burstMinRejected-1+burstClean, refuseFirst(burstMinRejected-1))
@@ -353,7 +353,7 @@ func TestASettledSpellIsUndoneOnceItsBurstHasEnded(t *testing.T) {
 
 		// A spell that began at slow start's end is undone too: a burst in the middle of slow
 		// start ends it, and once the burst is over slow start goes on from where it was.
-		d := NewAdaptive()
+		d := New()
 		throttleAfter(t, d, 30, rtt)
 		answerPaced(t, d, rtt, 10+burstClean, refuseFirst(10))
 		got = d.Queue(testQueue)
@@ -370,7 +370,7 @@ func TestAPacedRateFarBelowSlowStartsEndStartsSlowStartAgain(t *testing.T) {
 		// rate times the round trip), and goes on through such a share, taking the rate back
 		// up.
 		const rtt = 100 * time.Millisecond
-		a := NewAdaptive()
+		a := New()
 		pacedAfter(t, a, 30, rtt)
 		exit := a.Queue(testQueue).Rate
 		var last float64
@@ -378,7 +378,7 @@ func TestAPacedRateFarBelowSlowStartsEndStartsSlowStartAgain(t *testing.T) {
 			last = a.Queue(testQueue).Rate
 			require.GreaterOrEqual(t, last, collapseShare*exit, "paced while at least collapseShare of %.1f/s", exit)
 			require.Less(t, a.Queue(testQueue).Decreases, 100, "never started slow start again")
-			a.release(acquireWhenAllowed(t, a), outcomeThrottled, 0, time.Now())
+			a.Release(acquireWhenAllowed(t, a), Throttled, 0, time.Now())
 		}
 		got := a.Queue(testQueue)
 		t.Logf("slow start's end set %.1f/s; from %.1f/s, %d decreases on, slow start again: %+v", exit, last, got.Decreases, got)
@@ -389,7 +389,7 @@ func TestAPacedRateFarBelowSlowStartsEndStartsSlowStartAgain(t *testing.T) {
 
 		// Slow start grows on successes again.
 		limit := got.Limit
-		slowStartRounds(t, a, 1000, rtt, func(int) outcome { return outcomeSucceeded })
+		slowStartRounds(t, a, 1000, rtt, func(int) Outcome { return Succeeded })
 		assert.Zero(t, a.Queue(testQueue).Rate)
 		assert.Greater(t, a.Queue(testQueue).Limit, 10*limit)
 	})
