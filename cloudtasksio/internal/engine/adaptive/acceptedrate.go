@@ -1,8 +1,8 @@
 package adaptive
 
 // The accepted rate of a queue: the creates it accepted from this process in
-// recent slots of time, which the adaptive controller (controller.go) reads at
-// a decrease to tell the rate the quota lets through.
+// recent slots of time. A decrease reads it to tell the rate the quota lets
+// through.
 
 import (
 	"math"
@@ -53,18 +53,18 @@ func (r *acceptedRate) add(at time.Time) {
 }
 
 // perSecond is the accepted rate over the last acceptedRounds round trips, at least
-// acceptedMinSpan, longer when that holds fewer than acceptedMinCount acceptances (a process
-// with a small share of a quota sees few per round trip, and a rate read from two or three is
-// noise), and at most the history and the time since the first acceptance; 0 when nothing was
-// accepted.
+// acceptedMinSpan. It reads further back while that holds fewer than acceptedMinCount
+// acceptances: a process with a small share of a quota sees few per round trip, and a rate
+// read from two or three is noise. It reads no further than the history and the first
+// acceptance, and is 0 when nothing was accepted.
 func (r *acceptedRate) perSecond(at time.Time, rtt time.Duration) float64 {
 	return r.perSecondSince(at, rtt, time.Time{})
 }
 
 // perSecondSince is perSecond read over acceptances counted after the slot of since (zero:
-// any), and 0 when since lies within the history and fewer than acceptedMinCount acceptances
-// came after it: what the queue accepted before since (a bucket that was emptying) does not
-// say what it accepts now.
+// any). It is 0 when since lies within the history and fewer than acceptedMinCount
+// acceptances came after it. What the queue accepted before since, from a bucket that was
+// emptying, does not say what it accepts now.
 func (r *acceptedRate) perSecondSince(at time.Time, rtt time.Duration, since time.Time) float64 {
 	rate, _ := r.read(at, rtt, since)
 	return rate

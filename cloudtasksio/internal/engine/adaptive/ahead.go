@@ -1,20 +1,23 @@
 package adaptive
 
-// Slow start's booked slots (controller.go). Slow start spreads a round trip's
-// creates over it, so a create it lets through may start at a slot a little
-// ahead; its engine holds the request until then, and the permit counts as in
-// flight from the grant. An engine starts its held requests only inside its
-// own Submit or Flush. Beam runs the DoFns of sibling steps (two Write steps
-// fed by one PCollection, fused into one stage) one after the other on the
-// bundle's goroutine: while one sibling waits in its Submit or Flush, the
-// other is not called, and a slot it booked would keep the queue's create in
-// flight taken with nothing on the wire, so the waiting engine, refused for
-// it, would wait for a release that never comes. A booked slot not started
-// within a horizon of its time therefore stops counting against slow start's
-// limit, and a refusal while slots are booked says when the next one lapses.
-// A lapsed slot started late puts one create over the limit; each engine holds
-// at most one booked slot per queue, so the queue goes over by at most one
-// create per engine whose goroutine was held up past its slot.
+// Slow start's booked slots. Slow start spreads a round trip's creates over
+// it, so a create it lets through may start at a slot a little ahead. Its
+// engine holds the request until then, and the permit counts as in flight
+// from the grant.
+//
+// An engine starts its held requests only inside its own Submit or Flush.
+// Beam runs the DoFns of sibling steps (two Write steps fed by one
+// PCollection, fused into one stage) one after the other on one goroutine.
+// While one sibling waits in its Submit or Flush, the other is not called. A
+// slot the other booked would keep a create in flight taken with nothing on
+// the wire, and the waiting engine would wait for a release that never
+// comes. So a booked slot not started within a horizon of its time stops
+// counting against slow start's limit. A refusal while slots are booked says
+// when the next one lapses.
+//
+// A lapsed slot started late puts one create over the limit. Each engine
+// holds at most one booked slot per queue, so the queue goes over by at most
+// one create per engine whose goroutine was held up past its slot.
 
 import "time"
 

@@ -7,22 +7,25 @@ import (
 	"time"
 )
 
-// MaxRetryDelay bounds a RetryInfo delay the engine honours, so a malformed
-// answer cannot stop a queue's creates for longer than this.
+// MaxRetryDelay bounds the RetryInfo delay the engine honours, so that a
+// malformed answer cannot stop a queue's creates for longer.
 const MaxRetryDelay = 5 * time.Minute
 
 // Adaptive holds the adaptive concurrency state of one client setting, one
-// per queue. It is safe for concurrent use. Give the same *Adaptive to the
-// Options of every engine that should share the limits.
+// entry per queue. It is safe for concurrent use. Give the same *Adaptive to
+// the Options of every engine that should share the limits.
 //
-// A queue with nothing in flight and no engine waiting for it is idle. IdleTTL
-// and MaxQueues bound the queues kept, for a process that writes to very many:
-// a queue idle for IdleTTL is forgotten, and beyond MaxQueues queues the one
-// idle the longest is. A forgotten queue starts afresh on its next create, as
-// if never used. A queue in use is never forgotten. Set them before the first
-// engine uses the Adaptive; zero keeps every queue.
+// A queue with nothing in flight and no engine waiting for it is idle.
+// IdleTTL and MaxQueues bound the queues kept, for a process that writes to
+// very many. A queue in use is never forgotten. A forgotten queue starts
+// afresh on its next create, as if never used. Set both before the first
+// engine uses the Adaptive.
 type Adaptive struct {
-	IdleTTL   time.Duration
+	// IdleTTL is how long a queue may stay idle before it is forgotten; zero
+	// keeps idle queues.
+	IdleTTL time.Duration
+	// MaxQueues is the most queues kept: a new queue beyond it makes the
+	// Adaptive forget the queue idle the longest. Zero keeps every queue.
 	MaxQueues int
 
 	mu     sync.Mutex
@@ -53,7 +56,7 @@ type queueLimit struct {
 	// creates sent after it.
 	roundAccepted, roundRejected int
 	postAccepted, postRejected   int
-	// startedPaced is true for a queue started at Options.StartRate.
+	// startedPaced is true for a queue started at a start rate.
 	startedPaced bool
 	// busySince is when slow start's current busy spell began: its first
 	// create after more than a round trip with nothing in flight; answered
@@ -64,8 +67,8 @@ type queueLimit struct {
 	// is in flight.
 	started time.Time
 	// boundAt is when the rate last held a create back (a binding paced
-	// permit): only then does the accepted rate tell what the quota lets
-	// through rather than what the process had to send.
+	// permit). Only then does the accepted rate tell what the quota lets
+	// through, not what the process had to send.
 	boundAt  time.Time
 	accepted acceptedRate
 	// startWindow is slow start's window of answers since a refusal, spell
@@ -73,7 +76,7 @@ type queueLimit struct {
 	startWindow round
 	spell       spell
 	// exitRate is the paced rate slow start's end set; 0 in slow start and
-	// for a queue started at Options.StartRate.
+	// for a queue started at a start rate.
 	exitRate float64
 	// ahead are slow start's booked slots, by permit seq (ahead.go).
 	ahead map[uint64]time.Time
@@ -95,14 +98,14 @@ type control struct {
 	rate        float64
 	grown       time.Time
 	decreasedAt time.Time
-	// unit is the rate paced growth is a share of (Release); pacedAt is
-	// when the first decrease ended slow start, or the queue started paced
-	// at Options.StartRate.
+	// unit is the rate paced growth is a share of (grow); pacedAt is when
+	// the first decrease ended slow start, or the queue started paced at a
+	// start rate.
 	unit    float64
 	pacedAt time.Time
 	// ceiling is the rate the queue last refused: the rate the last
-	// decrease lowered, or the accepted rate the first rejection read; for a
-	// queue started at Options.StartRate, until its first decrease, that rate.
+	// decrease lowered, or the accepted rate the first refusal read. A queue
+	// started at a start rate has that rate until its first decrease.
 	ceiling float64
 	// probeAge is the growth time credited to the probe since the last
 	// decrease (queueLimit.probe).
@@ -110,10 +113,10 @@ type control struct {
 	// stormSpell is true from a storm decrease (decrease) until a decrease
 	// that is not one.
 	stormSpell bool
-	// share is the start rate of a queue started at Options.StartRate, 0 for
-	// one started in slow start and once the answers said it was far too
-	// high; shareStorms counts the decreases in a row after rounds of mostly
-	// rejections (softenDecrease).
+	// share is the start rate of a queue started at one. It is 0 for a queue
+	// started in slow start, and once the answers said it was far too high.
+	// shareStorms counts the decreases in a row after rounds of mostly
+	// refusals (softenDecrease).
 	share       float64
 	shareStorms int
 	// heldAt is the last success whose growth the hold near the share held
@@ -121,9 +124,9 @@ type control struct {
 	heldAt time.Time
 }
 
-// queue returns the state of path, created at cap or raised to it; a state
+// queue returns the state of path, created at cap or raised to it. A state
 // created with a startRate above 0 starts paced at that rate at now. The
-// caller uses it (and settles it after).
+// caller uses it, and settles it after.
 func (a *Adaptive) queue(path string, cap int, startRate float64, now time.Time) *queueLimit {
 	if a.queues == nil {
 		a.queues = map[string]*queueLimit{}
@@ -169,14 +172,15 @@ func (p Permit) Start() time.Time { return p.start }
 // caller calls Begin when the create starts.
 func (p Permit) Booked() bool { return p.booked }
 
-// Acquire lets one create to queue go, or says why not. A granted permit's
-// start is when the create may start: now, or, once the queue is paced, a
-// later slot the caller holds the create for (the permit counts as in flight
-// from the grant). Refused, until is when to ask again: the end of a pause,
-// the time a paced slot comes within the horizon, or the time slow start's
-// floor lets one more create go while none has been answered; zero when the
-// create must wait for a release instead. cap is the caller's MaxInFlight,
-// startRate its Options.StartRate.
+// Acquire lets one create to queue go at now, or says why not. cap is the
+// caller's MaxInFlight, startRate its Options.StartRate.
+//
+// A granted permit's Start is when the create may start: now, or a later
+// slot that the caller holds the create for. The permit counts as in flight
+// from the grant. A refused create gets until, the time to ask again. That
+// is the end of a pause, the time a paced slot comes within the horizon, or
+// the time slow start's floor lets one more create go before any answer. It
+// is zero when the create must wait for a Release instead.
 func (a *Adaptive) Acquire(queue string, cap int, startRate float64, now time.Time) (p Permit, ok bool, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -188,7 +192,7 @@ func (a *Adaptive) Acquire(queue string, cap int, startRate float64, now time.Ti
 	p = Permit{queue: queue, seq: q.sent, start: now}
 	switch {
 	case q.rate > 0:
-		// Book no slot further ahead than the horizon: a slot booked is spaced at
+		// Book no slot further ahead than the horizon: a booked slot keeps
 		// the rate of the moment, and a decrease cannot move it.
 		if ahead := q.next.Sub(now); ahead > q.horizon() {
 			return Permit{}, false, q.next.Add(-q.horizon())
@@ -225,15 +229,16 @@ func (a *Adaptive) Acquire(queue string, cap int, startRate float64, now time.Ti
 		p.binding = float64(inFlight+1) >= limit/2
 		if q.rtt > 0 && limit < float64(q.cap) {
 			// Spread the window over a round trip: a quota's bucket takes
-			// an even rate that it would refuse in one burst. The window
-			// goes out as much faster than its rate as a round trip's
-			// successes grow it, so that the limit can double every round
-			// trip: at its rate, the creates of one round trip would wait
-			// for the successes of the one before, and it would grow only
-			// by about 1.6 a round trip.
-			// No further ahead than a round trip, what the window
-			// spreads over: slots of creates cancelled before they
-			// went, or booked at a longer round trip, stay booked.
+			// an even rate that it would refuse as one burst. The window
+			// goes out faster than its rate by what a round trip's
+			// successes add to it, so the limit can double every round
+			// trip. At its own rate, each round trip's creates would wait
+			// for the successes of the one before, and the limit would
+			// grow by less than twice a round trip.
+			//
+			// Book no further ahead than the round trip the window spreads
+			// over. Slots of creates cancelled before they went, or booked
+			// at a longer round trip, stay booked.
 			if late := now.Add(q.rtt); q.next.After(late) {
 				q.next = late
 			}
@@ -250,9 +255,9 @@ func (a *Adaptive) Acquire(queue string, cap int, startRate float64, now time.Ti
 
 // horizon is how far ahead of now a paced queue books slots: a round trip,
 // at least minHorizon. Every DoFn instance of a process holds up to one
-// booked slot per queue; without a horizon, sixty-four instances sharing a
-// rate of 125/s would book half a second ahead at the rate of the moment,
-// and a decrease would reach the queue only after that half second.
+// booked slot per queue. Without a horizon, many instances sharing a low rate
+// would book far ahead at the rate of the moment. A decrease would then
+// reach the queue only once those slots had passed.
 func (q *queueLimit) horizon() time.Duration { return max(q.rtt, minHorizon) }
 
 // slot returns the start of the next create paced at rate (creates per
@@ -269,7 +274,7 @@ func (q *queueLimit) slot(now time.Time, rate float64) (time.Time, bool) {
 	return now, false
 }
 
-// Outcome is what a finished create tells the limit.
+// Outcome is what the answer to a create tells the controller.
 type Outcome int
 
 const (
@@ -278,9 +283,9 @@ const (
 	Throttled                // RESOURCE_EXHAUSTED
 )
 
-// Release gives p back with the create's outcome, at the time the answer
-// arrived; delay is a RetryInfo delay of a throttled create (0: none). It
-// wakes the engines waiting for the queue.
+// Release gives p back with the outcome of its create, at the time at that
+// the answer arrived. delay is the RetryInfo delay of a Throttled answer, 0
+// for none. Release wakes the engines that watch the queue.
 func (a *Adaptive) Release(p Permit, o Outcome, delay time.Duration, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -298,9 +303,9 @@ func (a *Adaptive) Release(p Permit, o Outcome, delay time.Duration, at time.Tim
 		}
 	}
 	if q.rtt == 0 && q.inFlight == 0 {
-		// Every create slow start sent went unanswered (cancelled, or
-		// failed for a reason that measures no round trip): the next one
-		// starts the wait afresh, not a wait that began long ago.
+		// Every create slow start sent went unanswered: cancelled, or failed
+		// for a reason that measures no round trip. The next one starts the
+		// wait afresh, not a wait that began long ago.
 		q.started = time.Time{}
 	}
 	post := p.seq >= q.roundStart

@@ -1,125 +1,114 @@
-// Package adaptive is the adaptive concurrency controller of the writer
-// engine: how many creates a worker process starts to one
-// queue, driven by the service's answers. Cloud Tasks answers
-// RESOURCE_EXHAUSTED when a queue takes creates faster than its quota; without
-// a limit every request then retries on its own schedule, the retries keep the
-// queue over its quota, and requests run out of attempts. Each queue's state
-// goes through two phases (a queue given a start rate skips the first, see
-// the third point):
+// Package adaptive decides how fast a worker process sends creates to each
+// Cloud Tasks queue: the writer engine's adaptive concurrency.
 //
-//   - Slow start. A queue no create has been rejected for starts with one
-//     create in flight, not with the cap: a worker process that starts, or a
-//     pipeline that starts many processes at once, does not send a whole cap's
-//     worth into a quota it knows nothing about. On top of the limit slow
-//     start grows from initialLimit (zero), it lets initialRate creates a
-//     second through: initialRate times the round trip in flight once an
-//     answer tells the round trip, and before that initialRate times the time
-//     the first unanswered create has waited, up to maxUnanswered (the round
-//     trip is at least that long), so a long round trip does not start at one
-//     create per round trip, and a short one does not start at one create in
-//     flight, 200 creates a second at 5 ms. One create may always be in
-//     flight; below one, the limit paces it over more than a round trip.
-//     Every create that succeeds
-//     while the limit was at least half used raises the limit by
-//     slowStartGrowth (one), and the creates of a round trip go out at 1 +
-//     slowStartGrowth times the limit's rate, so the limit doubles every round
-//     trip while creates succeed, to the cap (the largest MaxInFlight of the
-//     engines using the queue), where it stops spreading creates over the round
-//     trip but keeps bounding what all the engines of the process have in
-//     flight together, growing on while that is used: sixty-four DoFn instances
-//     of a cap of 1,000 each would otherwise have 64,000 creates in flight when
-//     the first rejection of a deep bucket comes back. Below a round trip of
-//     slowStartRound each success adds only its share of rtt/slowStartRound, so
-//     the limit doubles about once per slowStartRound of time however short the
-//     round trip: a quota's bucket hides the quota until it is empty, and at 5
-//     ms a bucket of a tenth of a second lasts twenty round trips, in which
-//     doubling every round trip would reach many times the quota before the
-//     first rejection came back. A pipeline that is never throttled reaches the
-//     cap within about log2(cap) round trips (or slowStartRounds) of its first
-//     create to the queue and keeps it for the life of the process.
-//   - Paced. RESOURCE_EXHAUSTED answers that are clearly a quota's (more than
-//     a steady share of noise, spell.go) end slow start: a
-//     quota is a rate, so from then on the process starts the queue's creates
-//     at a rate, spaced evenly, instead of bounding how many are in flight (at
-//     a 5 ms round trip, a quota of 1,000/s shared by eight processes is less
-//     than one create in flight per process, which no concurrency limit can
-//     express). The rate starts at the rate at which the queue accepted the
-//     process's creates just before, over at least firstReadSpan (the bucket
-//     that hid the quota gave its tokens on top of it), a little below it
-//     (setPoint). A
-//     RESOURCE_EXHAUSTED answer to a create started after the last decrease
-//     lowers it, at most once per round trip however many creates of that round
-//     are rejected, to the smaller of decreaseFactor times itself and setPoint
-//     times the rate the queue accepted over the last two round trips since
-//     the first rejection (read over at least acceptedMinCount acceptances, so
-//     a process with a small share is not steered by two or three; before the
-//     first rejection the queue's bucket was emptying, and what it accepted
-//     then says nothing of the quota): after a burst, or when other processes
-//     take most of the quota, the rate falls to what the queue takes from this
-//     process in one or two round trips instead of ten percent per round trip.
-//     While creates succeed and the rate is what holds them back, it grows by
-//     growthPerSecond of the rate the first rejection set (or the start rate,
-//     below), or of twice the
-//     rate if that is less (plus growthFloor), per second: by the same creates
-//     per second for every process that started with the same share, whatever
-//     its rate is now, so that a process left behind by its decreases gains on
-//     the others instead of keeping a smaller share for good (growing by a
-//     share of its own rate, it would finish its work last while the others'
-//     share stood unused), and by at most twice as much as its rate's share
-//     for a process that paced the queue alone before others joined. That growth
-//     doubles with every growthDoubling without a decrease, up to
-//     2^growthDoublings times and to at most maxGrowthPerRound per round trip:
-//     just after a decrease the rate probes gently, near the quota it found.
-//     After growthDoublings*growthDoubling without a decrease the rate grows by
-//     a share of itself, if that is more: a process left alone with a quota
-//     its peers stopped using (they finished, or scaled down) grows into it
-//     within seconds instead of a minute, and the decrease that ends such a
-//     spell sets the rate growth is a share of anew. Once the rate has then
-//     also grown probeMargin past the rate the queue last refused, the quota
-//     has room it had not then, and the rate probes for it: it grows by a
-//     share of itself per round trip that doubles every round trip, up to
-//     probeGrowth (probe). At 200 ms a process left alone with the quota eight
-//     shared takes it up in about four seconds instead of thirteen.
-//     A decrease a few round trips after the last, when most answers since
-//     were rejections (more rejections than acceptances, and at least
-//     stormMinRejected rejections), sets the rate a little below what the
-//     queue accepted since, but to no less than half the rate before it: just
-//     after the first rejection of processes that started together, each
-//     paces at what the queue accepted while its bucket emptied, several times
-//     its share, and a tenth per round trip would take many round trips of
-//     rejections to reach it.
-//   - A start rate (Options.StartRate) skips slow start: a queue first used
-//     by an engine that has one starts paced at it, as if a rejection had just
-//     set it there (startPaced). The caller knows its share of the quota (the
-//     quota divided by the processes that share it) and so spends neither
-//     slow start's ramp, which at 200 ms takes over a second to reach a
-//     quota of 1,000/s, nor the burst of rejections that comes when the
-//     processes of a job in slow start together empty the queue's bucket. A
-//     start rate above the share costs rejections until the decreases bring
-//     it down; one below it costs throughput until growth and then the probe
-//     take the rate past it, a few seconds. The start rate also bounds the
-//     decreases (softenDecrease): one rejection since the last decrease
-//     takes the rate no further than loneRejectionFactor below the smaller
-//     of the rate and the start rate, more no further than decreaseFactor
-//     below it, because a process told its share that is refused there
-//     learns only that some peers grew past theirs or that the shares add up
-//     to more than the quota, and every process that shares the quota should
-//     come down alike. After shareStormLimit decreases in a row whose rounds
-//     were mostly rejections the start rate is given up: it was far too
-//     high. And near the start rate (from it to shareHoldBand above it)
-//     the rate holds until a quiet spell has passed: it grows by
-//     growthFloor a second only until growthDoublings*growthDoubling have
-//     gone without a decrease (holdsShare), since the shares add up to the
-//     quota and growth past one finds room only where peers left it; then it
-//     grows from the gentle pace of a queue just after a decrease. A start
-//     rate below the share therefore costs that spell before growth takes the
-//     rate past it.
-//   - A google.rpc.RetryInfo detail in a RESOURCE_EXHAUSTED answer pauses the
-//     queue's creates until its delay has passed, and the rejected request
-//     waits at least that long before its next attempt.
+// Cloud Tasks answers RESOURCE_EXHAUSTED when a queue takes creates faster
+// than its quota. Without a limit, each refused create retries on its own
+// schedule. The retries keep the queue over its quota, and requests run out
+// of attempts. The controller turns the service's answers into a limit per
+// queue instead.
 //
-// The state lives in an Adaptive; the sink keeps one per client setting and
-// worker process, so every engine, bundle and DoFn instance of the process
-// that writes to a queue shares that queue's limit and rate: they act as one
-// client of the quota, whatever their number.
+// # What is shared
+//
+// An Adaptive holds the state of every queue one client setting writes to.
+// The sink keeps one Adaptive per client setting and worker process. Every
+// engine, bundle and DoFn instance of the process shares it, so together
+// they act as one client of the quota, however many they are. An engine
+// calls Acquire before each create and starts it at the permit's Start. It
+// gives the permit back to Release with the Outcome of the answer.
+//
+// # Slow start
+//
+// A queue starts in slow start, which bounds the creates in flight. It
+// starts from one create, not from the engine's cap. A process, or many
+// processes starting together, must not send a cap's worth into a quota
+// nothing is known about.
+//
+// On top of the limit it has grown, slow start lets initialRate creates a
+// second through. That floor is initialRate times the round trip in flight,
+// so a long round trip does not start at one create per round trip. Before
+// the first answer, the time the first create has waited stands for the
+// round trip, up to maxUnanswered.
+//
+// Each success of a create sent while at least half the limit was in use
+// adds one to the limit. The limit thus doubles every round trip while
+// creates succeed. Slow start spreads a round trip's creates over it: a
+// quota's bucket takes an even rate that it would refuse as one burst. Below
+// a round trip of slowStartRound, a success adds only its share of one. A
+// short round trip would otherwise double many times before the first
+// refusal could come back. At the cap (the largest MaxInFlight of the
+// engines using the queue), creates start at once. The limit still bounds
+// what the whole process has in flight, and grows on while it is used.
+//
+// Slow start tolerates a steady share of refusals. A quota that the doubling
+// limit runs into refuses a growing share within a round trip. A front end
+// shedding load, or another job on the project's quota, refuses about the
+// same share at any rate. So slow start ends only when the refusals since
+// the first undecided one are clearly more than startNoise of the answers.
+// Refusals before anything was accepted never end it: they say nothing of a
+// rate. spell.go has these rules.
+//
+// # Paced
+//
+// A quota is a rate, so once slow start ends the queue is paced. Its creates
+// start at a rate, evenly spaced, with no bound on how many are in flight. A
+// concurrency limit cannot express a small share of a quota at a short
+// round trip: that is less than one create in flight. The first rate is a
+// little below (setPoint) what the queue accepted just before, read over at
+// least firstReadSpan.
+//
+// A refusal of a create sent after the last decrease lowers the rate. So the
+// rate comes down at most once per round trip, however many creates of that
+// round trip are refused. It falls to the smaller of decreaseFactor times
+// itself and setPoint times what the queue accepted lately. The rate thus
+// follows the queue down within a round trip or two. What the queue
+// accepted counts only if the rate held creates back lately: otherwise it
+// is just what the process had to send. A round of mostly
+// refusals soon after the last decrease is a storm: the rate falls to what
+// the queue accepted since, but at most to half, once per spell of storms.
+//
+// While creates succeed and the rate holds them back, the rate grows. Growth
+// is a share of the unit, the rate the first refusal set, but at most twice
+// the rate now. Processes that started alike thus gain the same creates per
+// second, and one left behind catches up. Growth starts gently after a
+// decrease and doubles every growthDoubling, up to maxGrowthPerRound per
+// round trip. After a quiet spell without a decrease, growth is a share of
+// the rate itself if that is more. A rate then well past the rate last
+// refused probes for room that peers have left.
+//
+// # Bursts and collapse
+//
+// A burst of refusals that ends on its own costs one decrease. This holds
+// for a burst that meets slow start or a settled rate, one without a
+// decrease for growthDoublings*growthDoubling. While nothing sent after the
+// decrease has been accepted, further refusals within spellGap of it do not
+// lower the rate again. Once burstClean acceptances follow a run of at least
+// burstMinRejected refusals, the decrease is undone. A quota that a growing
+// rate runs into gives acceptances among its refusals, so it is no burst.
+//
+// Once paced, every refusal lowers the rate, so a steady share of refusals
+// makes it fall and fall. A paced rate that falls below collapseShare of the
+// rate slow start ended at therefore starts slow start again, at its current
+// pace. Slow start goes on through such a share and takes the rate back up.
+//
+// # Start rate
+//
+// An engine may give a start rate: its share of the quota, the quota over
+// the processes that share it. A queue first used by such an engine starts
+// paced at that rate. It skips slow start's ramp and the burst of refusals
+// that comes when processes in slow start together empty the queue's bucket.
+// Each decrease stops a little below the smaller of the rate and the start
+// rate (softenDecrease), and growth near the start rate holds until a quiet
+// spell has passed (holdsShare). Every process that shares the quota then
+// comes down alike, and peers at their shares stay near them. A few rounds of mostly refusals in a row give the start rate
+// up: it was far too high.
+//
+// # RetryInfo
+//
+// A RESOURCE_EXHAUSTED answer may carry a google.rpc.RetryInfo delay. The
+// queue's creates then pause until the delay has passed, for at most
+// MaxRetryDelay. The engine also holds the refused request back at least
+// that long before its next attempt.
+//
+// docs/performance.md, "Why the controller's constants are what they are",
+// gives the measurements behind each constant.
 package adaptive

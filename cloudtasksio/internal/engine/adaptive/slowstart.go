@@ -1,24 +1,24 @@
 package adaptive
 
-// The slow start phase of adaptive concurrency (controller.go): what a queue no
-// create has been rejected for lets through, and how a success grows it.
+// The slow start phase (doc.go): what a queue lets through before slow start
+// ends, and how a success grows it.
 
 import "time"
 
 // slowStartLimit is what slow start lets the process have in flight: the
-// limit it grew, plus a floor of initialRate times the round trip (or the
-// time the first unanswered create has waited). The floor follows the
-// smoothed round trip and is not stored in the limit; a slow first answer (a
-// cold connection, a token fetch) raises it only while the round trip it
-// measured lasts, and at most by maxUnanswered's worth before any answer.
+// limit it grew, plus a floor of initialRate times the round trip (roundTrip).
+// The floor follows the smoothed round trip and is not stored in the limit.
+// A slow first answer (a cold connection, a token fetch) thus raises it only
+// while the round trip it measured lasts. Before any answer it adds at most
+// maxUnanswered's worth.
 func (q *queueLimit) slowStartLimit(now time.Time) float64 {
 	return q.limit + initialRate*q.roundTrip(now).Seconds()
 }
 
-// roundTrip is the smoothed round trip, or while no create to the queue has
-// been answered with one, how long the first unanswered create has waited (at
-// most maxUnanswered): the round trip is at least that long. Slow start's
-// floor then lets initialRate creates a second go from that one.
+// roundTrip is the smoothed round trip. Before any answer it is how long the
+// first unanswered create has waited, at most maxUnanswered: the round trip
+// is at least that long. Slow start's floor thus lets initialRate creates a
+// second go from the first create on.
 func (q *queueLimit) roundTrip(now time.Time) time.Duration {
 	if q.rtt > 0 || q.started.IsZero() {
 		return q.rtt

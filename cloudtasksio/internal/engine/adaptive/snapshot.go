@@ -4,12 +4,11 @@ import "time"
 
 // QueueLimit is a snapshot of one queue's adaptive state.
 type QueueLimit struct {
-	// Limit is the current concurrency limit as one engine sees it, between 1
-	// and Cap: in slow start the limit it grew plus its floor (initialRate
-	// times the round trip), at least 1 (one create may always be in flight)
-	// and at most Cap; once paced the
-	// creates the rate keeps in flight at the measured round trip (Rate times
-	// RTT, at least 1).
+	// Limit is the current concurrency limit as one engine sees it, from 1
+	// (one create may always be in flight) to Cap. In slow start it is the
+	// limit slow start grew plus its floor, initialRate times the round
+	// trip. Once paced, it is what the rate keeps in flight at the measured
+	// round trip, Rate times RTT.
 	Limit float64
 	// Cap is the largest MaxInFlight of the engines that used the queue. Slow
 	// start paces its creates over the round trip up to it, and from it on
@@ -26,8 +25,8 @@ type QueueLimit struct {
 	// included.
 	Decreases int
 	// Rate is the rate, in creates per second, at which the queue's creates
-	// start; 0 in slow start, before any create to the queue was rejected
-	// (a queue started at Options.StartRate has one from the start).
+	// start. It is 0 in slow start, until slow start ends; a queue started at
+	// a start rate has one from the start.
 	Rate float64
 	// RTT is the smoothed round trip of the queue's creates; 0 before the
 	// first answer.

@@ -1,33 +1,38 @@
 package adaptive
 
-// Refusals that are not a quota's (controller.go). A refusal is a sign of a
-// quota only when refusals grow with the rate. Two kinds do not: a share of
-// creates refused whatever the rate (a front end shedding load, another job
-// on the project's quota), and a burst of refusals that ends on its own. A
+// Refusals that are not a quota's. A refusal is a sign of a quota only when
+// refusals grow with the rate. Two kinds do not. One is a share of creates
+// refused whatever the rate: a front end shedding load, another job on the
+// project's quota. The other is a burst of refusals that ends on its own. A
 // rate that falls at every refusal of either kind ratchets down to its floor.
 //
 // Noise. Slow start doubles its limit every round trip, so a quota it runs
-// into refuses a large share of its creates within a round trip. A refusal
-// therefore ends slow start only once the refusals among the answers since it
-// are clearly more than startNoise of them (startAnswer); a steady share of
-// refusals below that lets slow start run on to the cap. Before anything was
-// accepted, refusals do not end slow start at all: it sends no more than its
-// floor, and refusals of a queue's first creates say nothing of a rate. Once a
-// queue is paced, every refusal of a create sent after the last decrease
-// lowers the rate as before: there the processes that share a quota see each
-// other's excess as a steady share of refusals that their own decreases do
-// not lower, just as noise is, and a rule that let such a share through would
-// let them run over the quota together by that share.
+// into refuses a large share of its creates within a round trip. Slow start
+// therefore ends only once the refusals among the answers since the first
+// undecided one are clearly more than startNoise of them (startAnswer). A
+// steady share below that lets slow start run on to the cap. Refusals before
+// anything was accepted never end slow start. It sends no more than its
+// floor then, and refusals of a queue's first creates say nothing of a rate.
 //
-// Burst. A decrease begins a spell of decreases; while no create sent after it
-// has been accepted, a refusal lowers the rate at most once per spellGap, so a
-// burst costs one decrease. When the answers since the spell's first refusal
-// are one run of at least burstMinRejected refusals followed by burstClean
-// acceptances, and the spell began from a settled state (a rate that went
-// growthDoublings*growthDoubling without a decrease), the spell is undone: the
-// control is set back to what it was before. A quota a growing rate runs into
-// gives acceptances among its refusals, and a start of many processes is not
-// settled.
+// Once paced, every refusal of a create sent after the last decrease lowers
+// the rate. Processes that share a quota see each other's excess as a steady
+// share of refusals, which their own decreases do not lower, just as noise.
+// A rule that let such a share through would let them run over the quota
+// together by that share.
+//
+// Burst. A decrease begins a spell of decreases. While no create sent after
+// it has been accepted, further refusals within spellGap of it do not lower
+// the rate, so a burst costs one decrease. This holds only for a spell that
+// began from slow start or from a settled rate, one that went
+// growthDoublings*growthDoubling without a decrease. A start of many
+// processes is not settled. The spell is undone, its control set back, once
+// the answers since its first refusal are one run of at least
+// burstMinRejected refusals followed by burstClean acceptances. A quota that
+// a growing rate runs into gives acceptances among its refusals.
+//
+// Collapse. Slow start now and then ends on noise, and a paced rate then
+// falls at every refusal of a steady share. Below collapseShare of the rate
+// slow start ended at, slow start starts again (restartIfCollapsed).
 
 import (
 	"math"
@@ -35,10 +40,11 @@ import (
 )
 
 const (
-	// startNoise and startWindow: slow start ends once the refusals among
-	// the answers since its first refusal not yet decided are clearly more
-	// than startNoise of them (beyond); a window that holds startWindow
-	// answers, or as many as the limit if more, without that is forgotten.
+	// startNoise and startWindow: slow start ends once its window's
+	// refusals are clearly more than startNoise of its answers (beyond). The
+	// window holds the answers since the first undecided refusal. It is
+	// forgotten once it holds startWindow answers, or the limit if more,
+	// without that.
 	startNoise  = 0.15
 	startWindow = 32
 	// startZ is how many standard deviations above the count startNoise
@@ -68,9 +74,9 @@ type spell struct {
 	// saved is the queue's control before the spell's first decrease.
 	saved control
 	// settled is true when the spell began from a rate long without a
-	// decrease; burst stays true while the answers since its first refusal
-	// are one run of refusals (run of them) followed by acceptances only
-	// (clean of them).
+	// decrease. burst stays true while the answers since its first refusal
+	// are one run of refusals (run of them), then acceptances only (clean of
+	// them).
 	settled, burst bool
 	run, clean     int
 }
@@ -79,19 +85,20 @@ type spell struct {
 func (q *queueLimit) spellGap() time.Duration { return max(stormRounds*q.rtt, minSpellGap) }
 
 // beyond reports whether k refusals among n answers are clearly more than
-// share p explains: z standard deviations of the count over its
-// expectation, plus one (a handful of answers holds a refusal or two by
-// chance far more often than the normal approximation says).
+// share p explains: more than z standard deviations over the expected
+// count, plus one. The one is there because a handful of answers holds a
+// refusal or two by chance far more often than the normal approximation
+// says.
 func beyond(k, n int, p, z float64) bool {
 	e := p * float64(n)
 	return float64(k) > e+z*math.Sqrt(e)+1
 }
 
 // material reports whether a refusal at time at, of a create sent after the
-// last decrease, lowers the rate: in slow start, once something was accepted
-// and the refusals in its window are clearly more than startNoise; paced,
-// unless the spell's burst holds it (no acceptance since the last decrease,
-// within spellGap of it).
+// last decrease, lowers the rate. In slow start it does once something was
+// accepted and the window's refusals are clearly more than startNoise.
+// Paced, it does unless the spell's burst holds it: no acceptance since the
+// last decrease, within spellGap of it.
 func (q *queueLimit) material(at time.Time) bool {
 	if s := &q.spell; s.active && s.burst && (s.settled || s.saved.rate == 0) && q.postAccepted == 0 && at.Sub(q.decreasedAt) < q.spellGap() {
 		return false
@@ -120,17 +127,17 @@ func (q *queueLimit) startAnswer(rejected bool) {
 }
 
 // startSuspect reports whether slow start's window holds somewhat more than
-// startNoise of refusals, not yet clearly more: its limit does not grow
-// meanwhile, so a quota that the test needs a few more answers to tell does
-// not see the limit double past it in the while.
+// startNoise of refusals, but not yet clearly more. The limit does not grow
+// meanwhile. The test may need a few more answers to tell a quota, and the
+// limit must not double past it in the while.
 func (q *queueLimit) startSuspect() bool {
 	w := q.startWindow
 	return beyond(w.rejected, w.accepted+w.rejected, startNoise, suspectZ)
 }
 
-// spellDecreased records a decrease at time at that changed control before:
-// it starts a spell, unless it comes within spellGap of the last decrease or
-// during a run of refusals the current spell's burst holds.
+// spellDecreased records a decrease at time at that changed control before.
+// It starts a spell, unless it comes within spellGap of the last decrease,
+// or during a run of refusals that the current spell's burst holds.
 func (q *queueLimit) spellDecreased(before control, at time.Time) {
 	s := &q.spell
 	if s.active && (at.Sub(before.decreasedAt) <= q.spellGap() || s.burst && s.clean == 0) {
@@ -142,13 +149,13 @@ func (q *queueLimit) spellDecreased(before control, at time.Time) {
 
 // restartIfCollapsed starts slow start again at time at, from the paced
 // rate's pace, once that rate has fallen below collapseShare of the rate slow
-// start ended at (exitRate). Slow start ends on noise now and then (a run of
-// refusals that its test takes for a quota's), and once paced, every refusal
-// lowers the rate: under a steady share of refusals the rate then falls and
-// falls. Slow start, which goes on through that share, takes it back up. A
-// quota that the processes sharing it split ever more ways, or that shrank,
-// costs one more run into it, and slow start ends again at a rate this one
-// does not fall so far below.
+// start ended at (exitRate). Slow start ends on noise now and then: a run of
+// refusals that its test takes for a quota's. Once paced, every refusal
+// lowers the rate, so under a steady share of refusals the rate falls and
+// falls. Slow start goes on through that share and takes the rate back up.
+// A quota that shrank, or that its processes split ever more ways, costs one
+// more run into it. Slow start then ends at a rate this one does not fall so
+// far below.
 func (q *queueLimit) restartIfCollapsed(at time.Time) {
 	if q.exitRate == 0 || q.rate >= collapseShare*q.exitRate || q.rtt == 0 {
 		return
