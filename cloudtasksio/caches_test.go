@@ -63,6 +63,11 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 				require.NoError(t, f.ProcessElement(ctx, 0, spreadOrder{Queue: manyQueueName(i), ID: bundle*100 + n*10 + i}, discardDeadLetters))
 			}
 			require.NoError(t, f.FinishBundle(ctx, discardDeadLetters), "bundle %d of instance %d", bundle, n)
+			// Under PreflightWarn the bundle's end does not wait for the queues' reads; the
+			// next bundle must not find one still under way (it would share it, not read).
+			want := int64((2*bundle + n + 1) * queues)
+			require.Eventually(t, func() bool { return reads.Load() >= want }, 10*time.Second, time.Millisecond,
+				"bundle %d of instance %d: %d queue reads, want %d", bundle, n, reads.Load(), want)
 			assert.LessOrEqual(t, states.Len(), 3)
 			assert.LessOrEqual(t, limits.Len(), 3)
 		}
