@@ -1,6 +1,7 @@
 package pubsubdl
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -79,20 +80,48 @@ func DefaultPubSubConfig(topic string) PubSubConfig {
 // topicName is a validated "projects/P/topics/T".
 type topicName struct{ project, topic string }
 
+// ConfigError is the construction error of ToPubSub and TryToPubSub (and of deadletter's)
+// for a PubSubConfig that cannot work. Field names the field at fault as the message spells
+// it: "Topic", "MaxInFlightMessages", "FlushTimeout", "Encoding", "EmulatorEndpoint",
+// "ServiceAccountKeyFile" or "Client.<field>". Find it with errors.As, for example to name the
+// flag of a program that sets that field.
+type ConfigError struct {
+	// Field is the PubSubConfig field at fault.
+	Field string
+	msg   string
+}
+
+// Error returns the message, which names Field.
+func (e *ConfigError) Error() string { return e.msg }
+
 // validate checks cfg as ToPubSub needs it and returns it with defaults applied. Every error
-// names the field at fault.
+// is a *ConfigError.
 func (cfg PubSubConfig) validate() (PubSubConfig, error) {
+	cfg, field, err := cfg.check()
+	var se *gcpconn.SettingError
+	switch {
+	case err == nil:
+		return cfg, nil
+	case errors.As(err, &se):
+		field = se.Name
+	}
+	return cfg, &ConfigError{Field: field, msg: err.Error()}
+}
+
+// check is validate, returning the field at fault beside the error (a *gcpconn.SettingError
+// names its own).
+func (cfg PubSubConfig) check() (PubSubConfig, string, error) {
 	if _, err := parseTopic(cfg.Topic); err != nil {
-		return cfg, err
+		return cfg, "Topic", err
 	}
 	if cfg.MaxInFlightMessages < -1 {
-		return cfg, fmt.Errorf("pubsubdl: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+		return cfg, "MaxInFlightMessages", fmt.Errorf("pubsubdl: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
 	}
 	if cfg.MaxInFlightMessages == 0 {
 		cfg.MaxInFlightMessages = DefaultMaxInFlightMessages
 	}
 	if cfg.FlushTimeout < 0 {
-		return cfg, fmt.Errorf("pubsubdl: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
+		return cfg, "FlushTimeout", fmt.Errorf("pubsubdl: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
 	}
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = DefaultFlushTimeout
@@ -100,16 +129,16 @@ func (cfg PubSubConfig) validate() (PubSubConfig, error) {
 	switch cfg.Encoding {
 	case "", EncodingEnvelopeV1, EncodingJSONV1:
 	default:
-		return cfg, fmt.Errorf("pubsubdl: Encoding is %s; want %q (the default, also written \"\") or %q", boundedtext.Quote(cfg.Encoding), EncodingEnvelopeV1, EncodingJSONV1)
+		return cfg, "Encoding", fmt.Errorf("pubsubdl: Encoding is %s; want %q (the default, also written \"\") or %q", boundedtext.Quote(cfg.Encoding), EncodingEnvelopeV1, EncodingJSONV1)
 	}
 	conn := gcpconn.Connection{Emulator: cfg.EmulatorEndpoint, KeyFile: cfg.ServiceAccountKeyFile}
 	if err := conn.CheckCredentials(clientFieldNames); err != nil {
-		return cfg, fmt.Errorf("pubsubdl: %w", err)
+		return cfg, "", fmt.Errorf("pubsubdl: %w", err)
 	}
 	if _, err := cfg.Client.settings(cfg.EmulatorEndpoint); err != nil {
-		return cfg, err
+		return cfg, "Client.Telemetry", err // the only refusal that is not a *gcpconn.SettingError
 	}
-	return cfg, nil
+	return cfg, "", nil
 }
 
 // parseTopic checks that name is "projects/P/topics/T" where P is a project id (or number)

@@ -55,6 +55,9 @@ func TestTryToPubSubRejectsBadConfig(t *testing.T) {
 		{"endpoint half bracketed", PubSubConfig{Topic: goodTopic, EmulatorEndpoint: "[::1:8085"}, "EmulatorEndpoint"},
 		{"emulator with key file", PubSubConfig{Topic: goodTopic, EmulatorEndpoint: "localhost:8085", ServiceAccountKeyFile: "/keys/sa.json"}, "ServiceAccountKeyFile"},
 		{"blank key file", PubSubConfig{Topic: goodTopic, ServiceAccountKeyFile: "  "}, "ServiceAccountKeyFile"},
+		{"unknown encoding", PubSubConfig{Topic: goodTopic, Encoding: "xml"}, "Encoding"},
+		{"client endpoint with emulator", PubSubConfig{Topic: goodTopic, EmulatorEndpoint: "localhost:8085", Client: ClientOptions{Endpoint: "pubsub.example.com:443"}}, "Client.Endpoint"},
+		{"unknown telemetry", PubSubConfig{Topic: goodTopic, Client: ClientOptions{Telemetry: 7}}, "Client.Telemetry"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,6 +65,9 @@ func TestTryToPubSubRejectsBadConfig(t *testing.T) {
 			err := TryToPubSub(s, tc.cfg, col)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.field)
+			var ce *ConfigError
+			require.ErrorAs(t, err, &ce, "a program tells the field by its type")
+			assert.Equal(t, tc.field, ce.Field)
 			assert.Panics(t, func() { ToPubSub(s, tc.cfg, col) })
 		})
 	}

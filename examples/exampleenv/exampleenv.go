@@ -23,12 +23,14 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/x/beamx"
 	"google.golang.org/api/iterator"
+	"google.golang.org/api/option"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/cloudtaskstest"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 // Env is what an example runs against and where it reports. Every example's Run takes one:
@@ -150,11 +152,22 @@ func (c *CloudTasks) NewClient(ctx context.Context) (*cloudtasks.Client, error) 
 
 // NewClient returns a Cloud Tasks client for the emulator at endpoint. Close it when done.
 func NewClient(ctx context.Context, endpoint string) (*cloudtasks.Client, error) {
-	c, err := cloudtasks.NewClient(ctx, gcpconn.EmulatorOptions(endpoint)...)
+	c, err := cloudtasks.NewClient(ctx, EmulatorOptions(endpoint)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the Cloud Tasks emulator at %s: %w", endpoint, err)
 	}
 	return c, nil
+}
+
+// EmulatorOptions are the client options of an emulator at endpoint ("host:port"): a
+// plaintext connection without credentials. Never use them for a Google service: a token sent
+// over plaintext could be read on the way.
+func EmulatorOptions(endpoint string) []option.ClientOption {
+	return []option.ClientOption{
+		option.WithEndpoint(endpoint),
+		option.WithoutAuthentication(),
+		option.WithGRPCDialOption(grpc.WithTransportCredentials(insecure.NewCredentials())),
+	}
 }
 
 // CreateQueue creates queue q with the given rate limits (nil for the emulator's defaults) and

@@ -263,3 +263,44 @@ func names(arrows []arrow) []string {
 	slices.Sort(out)
 	return out
 }
+
+// examplesAllowedInternal lists the example packages that may still import the module's
+// internal/ packages, with the reason. Every other package under examples/ imports only public
+// packages: examples are what users copy into their own modules, where Go refuses another
+// module's internal/ imports.
+var examplesAllowedInternal = map[string]string{
+	"examples/quickstart/quickstart": "its optional -chart draws with internal/perfchart, the chart library the benchmarks " +
+		"share; the chart is not what the quickstart teaches (copy it without chart.go and the -chart flag)",
+}
+
+// TestExamplesImportOnlyPublicPackages fails when a file under examples/ (test files included)
+// imports an internal/ package of this module, unless the package is in
+// examplesAllowedInternal; and when an allowed package no longer needs its entry.
+func TestExamplesImportOnlyPublicPackages(t *testing.T) {
+	root, err := moduleRoot(".")
+	require.NoError(t, err)
+	g, err := loadModule(root)
+	require.NoError(t, err)
+	internal := func(dir string) bool {
+		return dir == "internal" || strings.HasPrefix(dir, "internal/") || strings.Contains(dir, "/internal/") || strings.HasSuffix(dir, "/internal")
+	}
+	seen := 0
+	for dir, p := range g.pkgs {
+		if !strings.HasPrefix(dir, "examples/") {
+			continue
+		}
+		seen++
+		var bad []string
+		for _, imp := range append(slices.Clone(p.build), p.test...) {
+			if internal(imp) {
+				bad = append(bad, imp)
+			}
+		}
+		if _, allowed := examplesAllowedInternal[dir]; allowed {
+			assert.NotEmpty(t, bad, "%s no longer imports internal/ packages: remove its entry from examplesAllowedInternal", dir)
+			continue
+		}
+		assert.Empty(t, bad, "%s imports the module's internal packages; examples use only the public API (move what they need into a public package)", dir)
+	}
+	assert.Greater(t, seen, 5, "the check read the examples")
+}

@@ -32,8 +32,6 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 func init() {
@@ -234,7 +232,7 @@ func newPubSubClient(ctx context.Context, set Settings) (*pubsub.Client, error) 
 	if !ok || !found {
 		return nil, fmt.Errorf("topic %q is not projects/P/topics/T", set.Topic)
 	}
-	c, err := pubsub.NewClient(ctx, project, gcpconn.EmulatorOptions(set.PubSubEndpoint)...)
+	c, err := pubsub.NewClient(ctx, project, exampleenv.EmulatorOptions(set.PubSubEndpoint)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the Pub/Sub emulator at %s: %w", set.PubSubEndpoint, err)
 	}
@@ -324,7 +322,7 @@ func (r *Result) Print(w io.Writer) {
 		fmt.Fprintf(w, "dead letter %d of %d: code %s\n", i+1, len(r.DeadLetters), a[pubsubdl.AttrCode])
 		fmt.Fprintf(w, "  destination: %s\n", a[pubsubdl.AttrDestination])
 		fmt.Fprintf(w, "  event time:  %s\n", orNone(a[pubsubdl.AttrEventTime]))
-		fmt.Fprintf(w, "  error:       %s\n", boundedtext.Cut(a[pubsubdl.AttrError], 220))
+		fmt.Fprintf(w, "  error:       %s\n", exampleenv.Cut(a[pubsubdl.AttrError], 220))
 		fmt.Fprintf(w, "  published:   worker %s, bundle %s\n", a[pubsubdl.AttrWorker], a[pubsubdl.AttrBundle])
 		if o := dl.Order; o != nil {
 			fmt.Fprintf(w, "  order:       id %q, customer %s, %d item(s) (decoded from the dead letter)\n", o.ID, o.Customer, o.Items)
@@ -334,7 +332,7 @@ func (r *Result) Print(w io.Writer) {
 			continue
 		}
 		req := dl.Task.GetHttpRequest()
-		fmt.Fprintf(w, "  task:        %s %s, %d-byte body %s\n", req.GetHttpMethod(), req.GetUrl(), len(req.GetBody()), boundedtext.Cut(string(req.GetBody()), 60))
+		fmt.Fprintf(w, "  task:        %s %s, %d-byte body %s\n", req.GetHttpMethod(), req.GetUrl(), len(req.GetBody()), exampleenv.Cut(string(req.GetBody()), 60))
 		name := dl.Task.GetName()
 		if name == "" {
 			name = "(unnamed)"

@@ -7,7 +7,6 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // configure checks the options and returns the sink configuration and the record reader's.
@@ -54,7 +53,7 @@ func readerSpec(o Options) (recordSpec, error) {
 	case FormatJSON:
 		spec.JSON = true
 	default:
-		return spec, fmt.Errorf("--format %s is not accepted; accepted: raw, json", boundedtext.Quote(o.Format))
+		return spec, fmt.Errorf("--format %s is not accepted; accepted: raw, json", quote(o.Format))
 	}
 	spec.TaskIDField, spec.URLField, spec.ScheduleTimeField = o.TaskIDField, o.URLField, o.ScheduleTimeField
 	if o.TaskIDFromKey && o.TaskIDField != "" {
@@ -140,7 +139,7 @@ func failurePolicy(o Options) (cloudtasksio.FailurePolicy, error) {
 			return p, errors.New("--on_failure dead-letter needs --dead_letter_topic")
 		}
 	default:
-		return p, fmt.Errorf("--on_failure %s is not accepted; accepted: fail, log-and-drop, dead-letter", boundedtext.Quote(o.OnFailure))
+		return p, fmt.Errorf("--on_failure %s is not accepted; accepted: fail, log-and-drop, dead-letter", quote(o.OnFailure))
 	}
 	if o.DeadLetterTopic != "" && p != cloudtasksio.DeadLetter {
 		return p, fmt.Errorf("--dead_letter_topic is set but --on_failure is %s; use dead-letter or leave --on_failure out", policy)

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // The template's flags are shaped for Dataflow Flex Templates, whose launcher passes every
@@ -362,17 +361,17 @@ func flagOfKey(k string) string {
 			return "--" + f.Name
 		}
 		if name, ok := strings.CutPrefix(k, f.OptionKey); ok && strings.HasSuffix(f.OptionKey, ".") {
-			return fmt.Sprintf("--%s header %s", f.Name, boundedtext.Quote(name))
+			return fmt.Sprintf("--%s header %s", f.Name, quote(name))
 		}
 	}
-	return "option key " + boundedtext.Quote(k) // set through Options.Sink, not a flag
+	return "option key " + quote(k) // set through Options.Sink, not a flag
 }
 
 // sinkError turns a ConfigFromOptions error into one naming the flag.
 func sinkError(err error) error {
 	var oe *cloudtasksio.OptionError
 	if errors.As(err, &oe) {
-		return fmt.Errorf("%s: %s (option key %s)", flagOfKey(oe.Key), boundedtext.Cut(oe.Reason, 1024), boundedtext.Quote(oe.Key))
+		return fmt.Errorf("%s: %s (option key %s)", flagOfKey(oe.Key), cut(oe.Reason, 1024), quote(oe.Key))
 	}
 	return err
 }
@@ -495,26 +494,26 @@ func parseJSONObject(s string) ([][2]string, error) {
 			return nil, errors.New("a name is empty")
 		}
 		if seen[key] {
-			return nil, fmt.Errorf("name %s is given twice", boundedtext.Quote(key))
+			return nil, fmt.Errorf("name %s is given twice", quote(key))
 		}
 		seen[key] = true
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("the value of %s is not valid JSON", boundedtext.Quote(key))
+			return nil, fmt.Errorf("the value of %s is not valid JSON", quote(key))
 		}
 		var value string
 		switch {
 		case bytes.Equal(raw, []byte("null")):
 			// json.Unmarshal takes null into a string as "": a header or property set to
 			// nothing, where the flag's value most likely lost one.
-			return nil, fmt.Errorf("the value of %s is null; it must be a string, a number or a boolean", boundedtext.Quote(key))
+			return nil, fmt.Errorf("the value of %s is null; it must be a string, a number or a boolean", quote(key))
 		case json.Unmarshal(raw, &value) == nil:
 		case bytes.Equal(raw, []byte("true")), bytes.Equal(raw, []byte("false")):
 			value = string(raw)
 		case json.Unmarshal(raw, new(json.Number)) == nil:
 			value = string(raw)
 		default:
-			return nil, fmt.Errorf("the value of %s must be a string, a number or a boolean", boundedtext.Quote(key))
+			return nil, fmt.Errorf("the value of %s must be a string, a number or a boolean", quote(key))
 		}
 		out = append(out, [2]string{key, value})
 	}

@@ -10,8 +10,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/xlangx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/io/xlang/kafkaio"
-
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // The Kafka read is Beam's Java KafkaIO through the Java IO expansion service, as Beam Go's
@@ -112,7 +110,7 @@ func checkKafka(k KafkaOptions) (kafkaRead, error) {
 	for name, v := range k.ConsumerConfig {
 		for _, p := range consumerPropertiesOfFlags {
 			if name == p.property {
-				return r, fmt.Errorf("--kafka_consumer_properties sets %s: use %s instead", boundedtext.Quote(name), p.flag)
+				return r, fmt.Errorf("--kafka_consumer_properties sets %s: use %s instead", quote(name), p.flag)
 			}
 		}
 		r.props[name] = v
@@ -134,10 +132,10 @@ func checkKafka(k KafkaOptions) (kafkaRead, error) {
 	default:
 		t, err := time.Parse(time.RFC3339, k.StartOffset)
 		if err != nil {
-			return r, fmt.Errorf("--kafka_start_offset %s is not accepted; accepted: earliest, latest or an RFC 3339 time such as 2026-05-01T09:30:00Z", boundedtext.Quote(k.StartOffset))
+			return r, fmt.Errorf("--kafka_start_offset %s is not accepted; accepted: earliest, latest or an RFC 3339 time such as 2026-05-01T09:30:00Z", quote(k.StartOffset))
 		}
 		if t.UnixMilli() <= 0 {
-			return r, fmt.Errorf("--kafka_start_offset %s is not after 1970", boundedtext.Quote(k.StartOffset))
+			return r, fmt.Errorf("--kafka_start_offset %s is not after 1970", quote(k.StartOffset))
 		}
 		r.startMillis = t.UnixMilli()
 	}

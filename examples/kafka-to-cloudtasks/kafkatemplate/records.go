@@ -14,7 +14,6 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
 // recordSpec says how record values are read. It is plain data, shipped inside the DoFns.
@@ -66,7 +65,7 @@ func (spec *recordSpec) read(r Record) (record, error) {
 	if name := spec.TaskIDField; name != "" {
 		raw, ok := fields[name]
 		if !ok || isNull(raw) {
-			return rec, fmt.Errorf("task id field %s is missing", boundedtext.Quote(name))
+			return rec, fmt.Errorf("task id field %s is missing", quote(name))
 		}
 		var s string
 		switch {
@@ -75,22 +74,22 @@ func (spec *recordSpec) read(r Record) (record, error) {
 				// Decoding would turn the invalid sequence into U+FFFD, and records whose ids
 				// differ only there would share a task name: all but the first would count as
 				// deduplicated and create nothing.
-				return rec, fmt.Errorf("task id field %s is not valid UTF-8 text (an invalid byte sequence, or an unpaired \\u surrogate escape)", boundedtext.Quote(name))
+				return rec, fmt.Errorf("task id field %s is not valid UTF-8 text (an invalid byte sequence, or an unpaired \\u surrogate escape)", quote(name))
 			}
 		case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
 			s = string(raw) // a number: its JSON text
 		default:
-			return rec, fmt.Errorf("task id field %s is not a string or a number", boundedtext.Quote(name))
+			return rec, fmt.Errorf("task id field %s is not a string or a number", quote(name))
 		}
 		if s == "" {
-			return rec, fmt.Errorf("task id field %s is empty", boundedtext.Quote(name))
+			return rec, fmt.Errorf("task id field %s is empty", quote(name))
 		}
 		rec.key = s
 	}
 	if name := spec.URLField; name != "" {
 		if raw, ok := fields[name]; ok && !isNull(raw) {
 			if err := json.Unmarshal(raw, &rec.url); err != nil {
-				return rec, fmt.Errorf("url field %s is not a string", boundedtext.Quote(name))
+				return rec, fmt.Errorf("url field %s is not a string", quote(name))
 			}
 		}
 	}
@@ -98,11 +97,11 @@ func (spec *recordSpec) read(r Record) (record, error) {
 		if raw, ok := fields[name]; ok && !isNull(raw) {
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return rec, fmt.Errorf("schedule time field %s is not a string", boundedtext.Quote(name))
+				return rec, fmt.Errorf("schedule time field %s is not a string", quote(name))
 			}
 			t, err := time.Parse(time.RFC3339, s)
 			if err != nil {
-				return rec, fmt.Errorf("schedule time field %s is not an RFC 3339 time such as 2026-05-01T09:30:00Z", boundedtext.Quote(name))
+				return rec, fmt.Errorf("schedule time field %s is not an RFC 3339 time such as 2026-05-01T09:30:00Z", quote(name))
 			}
 			rec.scheduleTime = t
 		}

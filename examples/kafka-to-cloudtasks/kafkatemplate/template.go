@@ -28,7 +28,6 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 func init() {
@@ -254,9 +253,9 @@ func Build(s beam.Scope, o Options) error {
 // emulator endpoint and the key file have flags of their own; everything else comes from
 // --dead_letter_topic.
 func deadLetterFlagOf(err error) string {
-	var se *gcpconn.SettingError
-	if errors.As(err, &se) {
-		switch se.Name {
+	var ce *pubsubdl.ConfigError
+	if errors.As(err, &ce) {
+		switch ce.Field {
 		case "EmulatorEndpoint":
 			return "--dead_letter_emulator_endpoint"
 		case "ServiceAccountKeyFile":

@@ -55,8 +55,6 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter/pubsubdl"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
-	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 )
 
 func init() {
@@ -228,7 +226,7 @@ func checkFix(fix any, elem reflect.Type) (*beam.EncodedFunc, error) {
 func splitSubscription(name string) (project, id string, err error) {
 	parts := strings.Split(name, "/")
 	if len(parts) != 4 || parts[0] != "projects" || parts[1] == "" || parts[2] != "subscriptions" || parts[3] == "" {
-		return "", "", fmt.Errorf("replay: Subscription %q is not \"projects/PROJECT/subscriptions/SUBSCRIPTION\"", boundedtext.Cut(name, 300))
+		return "", "", fmt.Errorf("replay: Subscription %q is not \"projects/PROJECT/subscriptions/SUBSCRIPTION\"", exampleenv.Cut(name, 300))
 	}
 	return parts[1], parts[3], nil
 }
@@ -241,7 +239,7 @@ func newPubSub(ctx context.Context, subscription, endpoint string) (*pubsub.Clie
 	}
 	var opts []option.ClientOption
 	if endpoint != "" {
-		opts = gcpconn.EmulatorOptions(endpoint)
+		opts = exampleenv.EmulatorOptions(endpoint)
 	}
 	c, err := pubsub.NewClient(ctx, project, opts...)
 	if err != nil {
@@ -308,9 +306,9 @@ func (l *leftLines) summarize(ctx context.Context) {
 func notOwn(fe deadletter.FailedElement, queue string) string {
 	switch {
 	case fe.Connector != cloudtasksio.Connector:
-		return fmt.Sprintf("it comes from connector %s, not %q", boundedtext.Quote(fe.Connector), cloudtasksio.Connector)
+		return fmt.Sprintf("it comes from connector %s, not %q", exampleenv.Quote(fe.Connector), cloudtasksio.Connector)
 	case queue != "" && fe.Destination != queue:
-		return fmt.Sprintf("it is for queue %s, not the replay's Write queue %s", boundedtext.Quote(fe.Destination), queue)
+		return fmt.Sprintf("it is for queue %s, not the replay's Write queue %s", exampleenv.Quote(fe.Destination), queue)
 	}
 	return ""
 }
@@ -428,7 +426,7 @@ func (f *fixFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, beam.X)
 }
 
 func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(pendingAck)) {
-	what := fmt.Sprintf("a %s dead letter for %s", boundedtext.Quote(p.DeadLetter.Code), boundedtext.Quote(p.DeadLetter.Destination))
+	what := fmt.Sprintf("a %s dead letter for %s", exampleenv.Quote(p.DeadLetter.Code), exampleenv.Quote(p.DeadLetter.Destination))
 	elem, err := deadletter.DecodeElementAs(p.DeadLetter, f.Elem.T)
 	if err != nil {
 		f.notReplayable.Inc(ctx, 1)
@@ -490,7 +488,7 @@ func panicText(v any) (text string) {
 			text = fmt.Sprintf("a panic value of type %T that cannot be formatted", v)
 		}
 	}()
-	return strconv.Quote(boundedtext.Cut(fmt.Sprint(v), maxPanicText))
+	return strconv.Quote(exampleenv.Cut(fmt.Sprint(v), maxPanicText))
 }
 
 // maxStackFrames bounds the frames panicStack gives.
