@@ -46,6 +46,9 @@ type engineAdaptive[T any] struct {
 	// request it hands back to dispatch.
 	granted    adaptive.Permit
 	grantedFor *Request[T]
+	// quota holds the queues with held requests that the last look found
+	// paced or paused: held under a quota (throttled.go).
+	quota map[string]bool
 }
 
 // send starts r now, or holds it when adaptive concurrency says its queue
@@ -77,6 +80,7 @@ func (e *Engine[T]) send(r *Request[T]) {
 		} else {
 			ad.notePause(until)
 		}
+		ad.noteQuota(queue, now)
 	}
 	if ad.held == nil {
 		ad.held = map[string][]*Request[T]{}
@@ -153,8 +157,10 @@ func (e *Engine[T]) startHeld(ctx context.Context) {
 		}
 		if len(ad.held[queue]) > 0 {
 			ad.queues = append(ad.queues, queue)
+			ad.noteQuota(queue, time.Now())
 		} else if ad.held != nil {
 			delete(ad.held, queue)
+			delete(ad.quota, queue)
 			ad.a.Unwatch(queue, ad.wake)
 		}
 	}
@@ -185,7 +191,7 @@ func (ad *engineAdaptive[T]) dropHeld() {
 	for _, p := range ad.reserved {
 		ad.a.Release(p, adaptive.Other, 0, time.Now())
 	}
-	ad.held, ad.reserved, ad.queues, ad.n, ad.pausedUntil = nil, nil, nil, 0, time.Time{}
+	ad.held, ad.reserved, ad.queues, ad.n, ad.pausedUntil, ad.quota = nil, nil, nil, 0, time.Time{}, nil
 }
 
 // retryDelay is how long a request that failed with err must wait at least

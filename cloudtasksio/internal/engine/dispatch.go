@@ -140,9 +140,15 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))})
 			return
 		}
-		due := c.at.Add(max(budget.backoff(*failures, e.opts.Jitter()), e.adaptive.retryDelay(c.err)))
-		heap.Push(&e.parked, parkedRequest[T]{due: due, seq: e.seq, r: r})
+		wait, quota := budget.backoff(*failures, e.opts.Jitter()), false
+		if delay := e.adaptive.retryDelay(c.err); delay > wait {
+			wait, quota = delay, true
+		}
+		heap.Push(&e.parked, parkedRequest[T]{due: c.at.Add(wait), seq: e.seq, r: r, quota: quota})
 		e.seq++
+		if quota {
+			e.quotaParked++
+		}
 	default:
 		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
 			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",

@@ -117,6 +117,11 @@ type Engine[T any] struct {
 	timer    *time.Timer
 	err      error
 	adaptive *engineAdaptive[T] // its own allocation, which a cleanup reaches once the engine is gone
+	// quotaParked counts the parked requests whose RetryInfo delay set their
+	// retry; throttle adds up the time requests are held under a quota
+	// (throttled.go).
+	quotaParked int
+	throttle    throttleClock
 
 	// attempts is the parent context of every attempt; cancel ends them all
 	// when the engine fails.
@@ -202,6 +207,7 @@ func (e *Engine[T]) Submit(ctx context.Context, r *Request[T]) error {
 		return e.err
 	}
 	e.dispatch(ctx, r)
+	e.noteThrottled()
 	return e.err
 }
 
@@ -257,9 +263,13 @@ func (e *Engine[T]) pump(ctx context.Context) {
 	now := time.Now()
 	for e.err == nil && len(e.parked) > 0 && !e.parked[0].due.After(now) {
 		p := heap.Pop(&e.parked).(parkedRequest[T])
+		if p.quota {
+			e.quotaParked--
+		}
 		e.dispatch(ctx, p.r)
 	}
 	e.startHeld(ctx)
+	e.noteThrottled()
 }
 
 // wait blocks until one completion arrives (and handles it), the earliest

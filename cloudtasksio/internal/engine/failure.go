@@ -30,8 +30,9 @@ func (e *Engine[T]) fail(err error) {
 		return
 	}
 	e.err = err
-	e.parked = nil
+	e.parked, e.quotaParked = nil, 0
 	e.adaptive.dropHeld()
+	e.noteThrottled()
 	e.cancel()
 }
 

@@ -58,9 +58,10 @@ func (b Budget) validate(name string) error {
 
 // parkedRequest is a request waiting for its retry.
 type parkedRequest[T any] struct {
-	due time.Time
-	seq uint64 // ties keep submission order
-	r   *Request[T]
+	due   time.Time
+	seq   uint64 // ties keep submission order
+	r     *Request[T]
+	quota bool // a RetryInfo delay set due, not the backoff
 }
 
 // parkQueue is a min-heap of parked requests by due time.
