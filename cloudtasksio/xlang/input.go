@@ -99,6 +99,12 @@ func rowType(s *pipepb.Schema) (t reflect.Type, err error) {
 	}()
 	t, err = schema.ToType(s)
 	if err != nil {
+		for _, f := range s.GetFields() {
+			if _, ferr := schema.ToType(&pipepb.Schema{Fields: []*pipepb.Field{f}}); ferr != nil {
+				return nil, configErr("input field %s holds %s, which Beam's Go SDK cannot read; convert it before this transform "+
+					"(a time, for example, to an RFC 3339 string)", quoteName(f.GetName()), typeName(f.GetType()))
+			}
+		}
 		return nil, configErr("Beam's Go SDK cannot read the input's row schema: %s", boundedtext.Cut(err.Error(), 512))
 	}
 	return t, nil
