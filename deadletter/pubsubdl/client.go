@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
+	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -81,11 +84,50 @@ func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Du
 	if err != nil {
 		return nil, fmt.Errorf("pubsubdl: creating the Pub/Sub client for topic %q: %w", key.topic, err)
 	}
+	noRetryOfSizeRefusals(client)
 	if err := checkTopic(ctx, client, key.topic, checkTimeout); err != nil {
 		client.Close()
 		return nil, err
 	}
 	return &sharedPublisher{client: client, pub: client.Publisher(key.topic)}, nil
+}
+
+// noRetryOfSizeRefusals keeps the client's retries of a publish but for a request the server
+// refused for its size (RESOURCE_EXHAUSTED "received message larger than max", the gRPC
+// transport's answer before any handler, as an emulator's 4 MiB limit gives): sent again, it
+// is refused again until FlushTimeout ends the wait with no word of the size. Not retried,
+// the publish fails at once with the server's text, which gives the size and the limit.
+func noRetryOfSizeRefusals(client *pubsub.Client) {
+	opts := client.TopicAdminClient.CallOptions
+	var settings gax.CallSettings
+	for _, o := range opts.Publish {
+		o.Resolve(&settings)
+	}
+	retry := settings.Retry
+	opts.Publish = append(slices.Clone(opts.Publish), gax.WithRetry(func() gax.Retryer {
+		var r gax.Retryer
+		if retry != nil {
+			r = retry()
+		}
+		return sizeRefusalRetryer{r}
+	}))
+}
+
+// sizeRefusalRetryer is r, which may be nil (no retries), with size refusals not retried.
+type sizeRefusalRetryer struct{ r gax.Retryer }
+
+func (s sizeRefusalRetryer) Retry(err error) (time.Duration, bool) {
+	if s.r == nil || refusedForSize(err) {
+		return 0, false
+	}
+	return s.r.Retry(err)
+}
+
+// refusedForSize reports whether err is a server's refusal of a request over its receive
+// limit.
+func refusedForSize(err error) bool {
+	s, ok := status.FromError(err)
+	return ok && s.Code() == codes.ResourceExhausted && strings.Contains(s.Message(), "larger than max")
 }
 
 // checkTopic fails unless the topic exists. It never creates one: a dead-letter topic made on

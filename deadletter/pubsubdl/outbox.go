@@ -44,7 +44,8 @@ type outbox struct {
 	limit   int           // MaxInFlightMessages after defaults: -1 unbounded, n >= 1 wait at n
 	timeout time.Duration // one deadline per wait
 	pending []publishResult
-	bytes   int // the size of the messages published since the last wait that emptied pending
+	sizes   []int // the size of each pending message (messageSize)
+	bytes   int   // the size of the messages published since the last wait that emptied pending
 }
 
 // maxOutstandingBytes bounds, beside MaxInFlightMessages, the size of the messages one DoFn
@@ -55,8 +56,10 @@ const maxOutstandingBytes = 64 << 20
 // publish hands msg to the publisher and, when the in-flight bound is reached, waits for
 // everything outstanding.
 func (o *outbox) publish(ctx context.Context, msg *pubsub.Message) error {
+	size := messageSize(msg)
 	o.pending = append(o.pending, o.pub.Publish(ctx, msg))
-	o.bytes += messageSize(msg)
+	o.sizes = append(o.sizes, size)
+	o.bytes += size
 	messagesOutstanding.Set(ctx, int64(len(o.pending)))
 	if o.limit > 0 && (len(o.pending) >= o.limit || o.bytes >= maxOutstandingBytes) {
 		return o.wait(ctx)
@@ -85,25 +88,30 @@ func (o *outbox) wait(ctx context.Context) error {
 			messagesPublished.Inc(ctx, 1)
 			continue
 		}
-		o.pending = o.pending[i:]
+		size := o.sizes[i]
+		o.pending, o.sizes = o.pending[i:], o.sizes[i:]
 		messagesOutstanding.Set(ctx, int64(len(o.pending)))
 		if !isReady(r) {
 			// The wait ended before this publish did: the deadline expired or the bundle
 			// was cancelled.
-			left := 0
-			for _, p := range o.pending {
+			left, largest := 0, 0
+			for j, p := range o.pending {
 				if !isReady(p) {
 					left++
+					largest = max(largest, o.sizes[j])
 				}
 			}
 			if ctx.Err() != nil {
 				return fmt.Errorf("pubsubdl: bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
 			}
-			return fmt.Errorf("pubsubdl: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired; failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, err)
+			return fmt.Errorf("pubsubdl: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired (the largest of them %d bytes); failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, largest, err)
 		}
-		return fmt.Errorf("pubsubdl: publishing to topic %q failed: %w", o.topic, err)
+		if refusedForSize(err) {
+			return fmt.Errorf("pubsubdl: the server refused a message of %d bytes to topic %q for its size: %w; Pub/Sub takes up to 10 MB, an emulator may take less (pstest and other gRPC servers with default settings: 4 MiB, 4194304 bytes)", size, o.topic, err)
+		}
+		return fmt.Errorf("pubsubdl: publishing a message of %d bytes to topic %q failed: %w", size, o.topic, err)
 	}
-	o.pending = o.pending[:0]
+	o.pending, o.sizes = o.pending[:0], o.sizes[:0]
 	o.bytes = 0
 	messagesOutstanding.Set(ctx, 0)
 	return nil

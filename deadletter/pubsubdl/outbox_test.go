@@ -172,6 +172,7 @@ func TestOutboxFailsAtFlushTimeoutWhenPublishesNeverComplete(t *testing.T) {
 		assert.Contains(t, err.Error(), "3 of 3 messages")
 		assert.Contains(t, err.Error(), "FlushTimeout (45s)")
 		assert.Contains(t, err.Error(), goodTopic)
+		assert.Contains(t, err.Error(), fmt.Sprintf("the largest of them %d bytes", messageSize(msg(2))), "a size says whether the server may refuse it")
 		assert.Len(t, box.pending, 3, "nothing dropped from the outbox")
 	})
 }

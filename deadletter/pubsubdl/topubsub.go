@@ -52,7 +52,8 @@ func init() {
 // Element too; AttrOmitted says what was left out, the Error attribute
 // starts with a note saying so, and the counter messagesReduced counts it. An emulator may
 // take less than the service: pstest, like any gRPC server with default settings, refuses
-// requests over 4 MiB.
+// requests over 4 MiB. Such a refusal is not retried: the bundle fails at once with an error
+// that gives the message's size and the server's limit.
 //
 // Publishing is at least once: a bundle succeeds only after every one of its messages was
 // accepted by Pub/Sub, and a bundle that fails (a publish error, FlushTimeout expiring, a
