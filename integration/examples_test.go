@@ -265,4 +265,6 @@ func TestExampleReplayWritesEachFixedOrderOnceAndASecondReplayNothing(t *testing
 	}
 	assert.Contains(t, out.String(), "4 dead letter(s) read, 3 replayed, 1 left out by the fix, 0 not replayable; 4 acknowledged.")
 	assert.Contains(t, out.String(), "Cloud Tasks accepted 3 task(s), 3 of them already there (named); the queue gained 0 task(s).")
+	assert.Contains(t, out.String(), "Reading the dead letters of "+replay.FirstSubscription+" until 3 pulls in a row find none (each waits up to 5s)...",
+		"the output says what the replay waits for")
 }

@@ -11,10 +11,10 @@
 //
 // Beam Go has no Pub/Sub source outside Dataflow, so the replay reads with a bounded DoFn:
 // from one impulse it pulls the subscription with the Pub/Sub client (synchronous Pull, up
-// to 1,000 messages a call, each batch's ack deadline extended to 10 minutes) until
-// Options.MaxMessages dead letters were read, EmptyPulls pulls in a row returned nothing
-// (the subscription is drained), or it has pulled for a third of those 10 minutes (the next
-// run reads the rest). One worker reads; the elements are then spread over the
+// to 1,000 messages a call, each waiting at most Options.PullWait, each batch's ack deadline
+// extended to 10 minutes) until Options.MaxMessages dead letters were read, EmptyPulls pulls
+// in a row returned nothing (the subscription is drained), or it has pulled for a third of
+// those 10 minutes (the next run reads the rest). One worker reads; the elements are then spread over the
 // workers by a Reshuffle. Messages are acknowledged only after the whole Write has finished
 // (a side input of its output makes the acknowledging step wait for it): a replay that fails
 // acknowledges nothing, and the next run reads the same dead letters again, which the named
@@ -31,6 +31,7 @@
 package replay
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
-	"google.golang.org/api/option"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -106,6 +106,9 @@ const (
 // DefaultEmptyPulls is Options.EmptyPulls when it is zero.
 const DefaultEmptyPulls = 3
 
+// DefaultPullWait is Options.PullWait when it is zero.
+const DefaultPullWait = 5 * time.Second
+
 // Options configure a replay.
 type Options struct {
 	// Subscription ("projects/P/subscriptions/S") is read for dead letters published by
@@ -124,6 +127,11 @@ type Options struct {
 	// count as drained; 0 means DefaultEmptyPulls. The Pub/Sub service may answer a pull
 	// with nothing while messages wait, so 1 may stop early.
 	EmptyPulls int
+	// PullWait bounds how long one pull waits for messages; 0 means DefaultPullWait. A pull
+	// that finds nothing within it counts as empty. (The gcloud Pub/Sub emulator holds a pull
+	// that finds nothing for about 90 s: without the bound a drained subscription took
+	// EmptyPulls times that to notice.)
+	PullWait time.Duration
 	// Write is how the elements are written again, usually the configuration of the
 	// pipeline that dead-lettered them with OnFailure set back to FailBundle: an element
 	// that fails again fails the replay, which then acknowledges nothing, rather than
@@ -163,8 +171,8 @@ func Build(s beam.Scope, opts Options, elem reflect.Type) error {
 	if _, _, err := splitSubscription(opts.Subscription); err != nil {
 		return err
 	}
-	if opts.MaxMessages < 0 || opts.EmptyPulls < 0 {
-		return fmt.Errorf("replay: MaxMessages (%d) and EmptyPulls (%d) must not be negative", opts.MaxMessages, opts.EmptyPulls)
+	if opts.MaxMessages < 0 || opts.EmptyPulls < 0 || opts.PullWait < 0 {
+		return fmt.Errorf("replay: MaxMessages (%d), EmptyPulls (%d) and PullWait (%v) must not be negative", opts.MaxMessages, opts.EmptyPulls, opts.PullWait)
 	}
 	if opts.Write.OnFailure != cloudtasksio.FailBundle {
 		return fmt.Errorf("replay: Write.OnFailure is %v; a replay needs FailBundle, so that it writes every element it keeps or fails and acknowledges nothing (leave out in Fix what cannot be written)", opts.Write.OnFailure)
@@ -185,7 +193,8 @@ func Build(s beam.Scope, opts Options, elem reflect.Type) error {
 	if opts.Write.QueueFn == nil {
 		own = opts.Write.Queue.Path() // with a QueueFn, the function decides where each element goes
 	}
-	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages, EmptyPulls: empty, Queue: own}, beam.Impulse(s))
+	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages,
+		EmptyPulls: empty, PullWait: opts.PullWait, Queue: own}, beam.Impulse(s))
 	read = beam.Reshuffle(s, read)
 	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, Fix: fix}, read, beam.TypeDefinition{Var: beam.XType, T: elem})
 	failed, err := cloudtasksio.TryWrite(s, opts.Write, elems)
@@ -231,23 +240,6 @@ func splitSubscription(name string) (project, id string, err error) {
 	return parts[1], parts[3], nil
 }
 
-// newPubSub connects to the emulator at endpoint, or to the service when it is empty.
-func newPubSub(ctx context.Context, subscription, endpoint string) (*pubsub.Client, error) {
-	project, _, err := splitSubscription(subscription)
-	if err != nil {
-		return nil, err
-	}
-	var opts []option.ClientOption
-	if endpoint != "" {
-		opts = exampleenv.EmulatorOptions(endpoint)
-	}
-	c, err := pubsub.NewClient(ctx, project, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("replay: connecting to Pub/Sub for %s: %w", subscription, err)
-	}
-	return c, nil
-}
-
 // ackExtension is the ack deadline the reader sets on what it pulls: the longest Pub/Sub allows.
 const ackExtension = 600
 
@@ -264,8 +256,10 @@ type pullFn struct {
 	MaxMessages  int
 	EmptyPulls   int
 	Queue        string // the Write's queue; empty: any (a Write with a QueueFn)
+	PullWait     time.Duration
 
-	now func() time.Time // nil: time.Now
+	now     func() time.Time                              // nil: time.Now
+	connect func(ctx context.Context) (subscriber, error) // nil: the Pub/Sub client
 }
 
 // maxLeftLines bounds the lines a step logs, per bundle, for the dead letters it leaves on the
@@ -324,7 +318,7 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 	read := beam.NewCounter(MetricsNamespace, MetricRead)
 	notReplayable := beam.NewCounter(MetricsNamespace, MetricNotReplayable)
 	notOwnCount := beam.NewCounter(MetricsNamespace, MetricNotOwn)
-	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
+	c, err := connect(ctx, f.connect, f.Subscription, f.Endpoint)
 	if err != nil {
 		return err
 	}
@@ -342,13 +336,13 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 		if f.MaxMessages > 0 {
 			want = min(want, f.MaxMessages-n)
 		}
-		resp, err := c.SubscriptionAdminClient.Pull(ctx, &pubsubpb.PullRequest{Subscription: f.Subscription, MaxMessages: int32(want)})
+		got, err := f.pull(ctx, c, want)
 		if err != nil {
-			return fmt.Errorf("replay: pulling from %s: %w", f.Subscription, err)
+			return err
 		}
-		got := resp.GetReceivedMessages()
 		if len(got) == 0 {
 			empty++
+			log.Infof(ctx, "replay: pull %d of %d in a row from %s found no dead letter within %v", empty, f.EmptyPulls, f.Subscription, f.pullWait())
 			continue
 		}
 		empty = 0
@@ -360,7 +354,7 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 		if started.IsZero() {
 			started = extended
 		}
-		if err := c.SubscriptionAdminClient.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
+		if err := c.ModifyAckDeadline(ctx, &pubsubpb.ModifyAckDeadlineRequest{
 			Subscription: f.Subscription, AckIds: ids, AckDeadlineSeconds: ackExtension}); err != nil {
 			return fmt.Errorf("replay: extending the ack deadline on %s: %w", f.Subscription, err)
 		}
@@ -393,6 +387,31 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 		}
 	}
 	return nil
+}
+
+func (f *pullFn) pullWait() time.Duration {
+	if f.PullWait > 0 {
+		return f.PullWait
+	}
+	return DefaultPullWait
+}
+
+// pull asks for up to want messages and waits at most PullWait for them. Some emulators hold
+// a pull that finds nothing for a minute and more: the bound ends it, and it counts as empty.
+// A message the service sent as the bound expired is not lost: it comes back after the
+// subscription's ack deadline.
+func (f *pullFn) pull(ctx context.Context, c subscriber, want int) ([]*pubsubpb.ReceivedMessage, error) {
+	pctx, cancel := context.WithTimeout(ctx, f.pullWait())
+	defer cancel()
+	resp, err := c.Pull(pctx, &pubsubpb.PullRequest{Subscription: f.Subscription, MaxMessages: int32(want)})
+	switch {
+	case err == nil:
+		return resp.GetReceivedMessages(), nil
+	case ctx.Err() == nil && pctx.Err() != nil:
+		return nil, nil // the wait's bound, not a failure
+	default:
+		return nil, fmt.Errorf("replay: pulling from %s: %w", f.Subscription, err)
+	}
 }
 
 // fixFn decodes each dead letter's element, hands it to the fix function and emits what it
@@ -518,8 +537,9 @@ type ackFn struct {
 	Subscription string
 	Endpoint     string
 
-	acks []pendingAck
-	now  func() time.Time // nil: time.Now
+	acks    []pendingAck
+	now     func() time.Time                              // nil: time.Now
+	connect func(ctx context.Context) (subscriber, error) // nil: the Pub/Sub client
 }
 
 // StartBundle and FinishBundle take the side input because Beam requires every method of a
@@ -537,7 +557,7 @@ func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedEleme
 	if len(f.acks) == 0 {
 		return nil
 	}
-	c, err := newPubSub(ctx, f.Subscription, f.Endpoint)
+	c, err := connect(ctx, f.connect, f.Subscription, f.Endpoint)
 	if err != nil {
 		return err
 	}
@@ -553,7 +573,7 @@ func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedEleme
 		if f.now != nil {
 			now = f.now()
 		}
-		if err := c.SubscriptionAdminClient.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: ids}); err != nil {
+		if err := c.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: ids}); err != nil {
 			return fmt.Errorf("replay: acknowledging on %s: %w", f.Subscription, err)
 		}
 		late := 0
@@ -601,6 +621,9 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 	if err := Build(s, opts, elem); err != nil {
 		return nil, err
 	}
+	w := env.Output()
+	fmt.Fprintf(w, "Reading the dead letters of %s until %d pulls in a row find none (each waits up to %v)...\n",
+		opts.Subscription, cmp.Or(opts.EmptyPulls, DefaultEmptyPulls), cmp.Or(opts.PullWait, DefaultPullWait))
 	start := time.Now()
 	pr, err := env.Runner(ctx, p)
 	if err != nil {
@@ -611,7 +634,6 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 		return nil, err
 	}
 	res.Created = len(res.Tasks) - len(before)
-	w := env.Output()
 	fmt.Fprintf(w, "replay of %s in %v: %d dead letter(s) read, %d replayed, %d left out by the fix, %d not replayable; %d acknowledged.\n",
 		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
 		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])

@@ -136,7 +136,7 @@ func TestTheReaderLeavesDeadLettersThatAreNotItsOwnOnTheSubscription(t *testing.
 			assert.Equal(t, int32(ackExtension), mod.AckDeadline, "extended, never nacked")
 		}
 	}
-	lines := logLines(logs, "replay:")
+	lines := logLines(logs, "level=WARN msg=\"replay:")
 	require.Len(t, lines, maxLeftLines+1, "the first few, then one summary line")
 	assert.Contains(t, lines[maxLeftLines], "12 more dead letters were left on the subscription without a line each, 22 in this bundle")
 	for _, line := range lines {
