@@ -1,8 +1,12 @@
 package engines
 
 import (
+	"crypto/md5"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"hash"
+	"hash/crc32"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -34,6 +38,24 @@ type fakeGCS struct {
 type pendingUpload struct {
 	bucket, name string
 	size         int64
+	sums         checksums
+}
+
+// checksums are the CRC32C and MD5 of an object's bytes, which the fake answers with as Cloud
+// Storage does: the Python client checks the CRC32C of a resumable upload.
+type checksums struct {
+	crc hash.Hash32
+	md5 hash.Hash
+}
+
+func newChecksums() checksums {
+	return checksums{crc: crc32.New(crc32.MakeTable(crc32.Castagnoli)), md5: md5.New()}
+}
+
+// Write adds bytes to both sums.
+func (c checksums) Write(p []byte) (int, error) {
+	c.crc.Write(p)
+	return c.md5.Write(p)
 }
 
 // newFakeGCS starts a fakeGCS, closed when tb ends.
@@ -91,7 +113,7 @@ func (g *fakeGCS) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		g.mu.Lock()
 		id := strconv.Itoa(len(g.uploads) + len(g.objects) + 1)
-		g.uploads[id] = &pendingUpload{bucket: m[1], name: meta.Name}
+		g.uploads[id] = &pendingUpload{bucket: m[1], name: meta.Name, sums: newChecksums()}
 		g.mu.Unlock()
 		w.Header().Set("Location", fmt.Sprintf("http://%s%s?uploadType=resumable&upload_id=%s", r.Host, r.URL.Path, id))
 		w.WriteHeader(http.StatusOK)
@@ -117,36 +139,38 @@ func (g *fakeGCS) multipart(w http.ResponseWriter, r *http.Request, bucket strin
 		err = json.NewDecoder(part).Decode(&meta)
 	}
 	var size int64
+	sums := newChecksums()
 	if err == nil {
 		if part, err = mr.NextPart(); err == nil {
-			size, err = io.Copy(io.Discard, part)
+			size, err = io.Copy(sums, part)
 		}
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	g.store(w, bucket, meta.Name, size)
+	g.store(w, bucket, meta.Name, size, sums)
 }
 
 // resumableChunk takes one chunk of a resumable upload; the last one (its Content-Range names
 // the total) stores the object.
 func (g *fakeGCS) resumableChunk(w http.ResponseWriter, r *http.Request, id string) {
-	n, err := io.Copy(io.Discard, r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
 	g.mu.Lock()
 	u := g.uploads[id]
-	if u != nil {
-		u.size += n
-	}
 	g.mu.Unlock()
 	if u == nil {
 		http.Error(w, "unknown upload", http.StatusNotFound)
 		return
 	}
+	// A client sends the chunks of one upload one after the other.
+	n, err := io.Copy(u.sums, r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	g.mu.Lock()
+	u.size += n
+	g.mu.Unlock()
 	if cr := r.Header.Get("Content-Range"); strings.HasSuffix(cr, "/*") {
 		// "Send the next chunk": status 308, or, for a client that asks for it (Google's Go
 		// clients do), 200 with the 308 in a header.
@@ -162,14 +186,16 @@ func (g *fakeGCS) resumableChunk(w http.ResponseWriter, r *http.Request, id stri
 	g.mu.Lock()
 	delete(g.uploads, id)
 	g.mu.Unlock()
-	g.store(w, u.bucket, u.name, u.size)
+	g.store(w, u.bucket, u.name, u.size, u.sums)
 }
 
-func (g *fakeGCS) store(w http.ResponseWriter, bucket, name string, size int64) {
+func (g *fakeGCS) store(w http.ResponseWriter, bucket, name string, size int64, sums checksums) {
 	g.mu.Lock()
 	g.objects["gs://"+bucket+"/"+name] = size
 	g.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"kind": "storage#object", "bucket": bucket, "name": name, "size": strconv.FormatInt(size, 10)})
+	writeJSON(w, http.StatusOK, map[string]any{"kind": "storage#object", "bucket": bucket, "name": name, "size": strconv.FormatInt(size, 10),
+		"crc32c":  base64.StdEncoding.EncodeToString(sums.crc.Sum(nil)),
+		"md5Hash": base64.StdEncoding.EncodeToString(sums.md5.Sum(nil))})
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
