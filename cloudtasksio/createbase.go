@@ -26,6 +26,7 @@ type createBase[T any] struct {
 	preflight *queuePreflighter // reads each queue once per process (before its first create under PreflightFail)
 	adaptive  *engine.Adaptive  // the process-wide limits of the DoFn's client setting; nil: off
 	queues    map[string]bool   // the queues the bundle wrote to, for the adaptive limit gauge
+	throttled bool              // the bundle's throttled time has been reported
 }
 
 // setup creates the metrics, the preflight and the adaptive limits of spec, which the DoFn has
@@ -46,6 +47,7 @@ func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Obs
 	}
 	o.Adaptive = b.adaptive
 	b.engine = engine.New(c, o, obs)
+	b.throttled = false
 	b.preflight.startBundle()
 	if len(b.queues) > 64 {
 		b.queues = nil // a bundle over many queues leaves no large map behind for the DoFn's life
@@ -82,6 +84,7 @@ func (b *createBase[T]) finish(ctx context.Context) error {
 	b.preflight.finishBundle(ctx)
 	b.metrics.gauges(ctx, b.engine)
 	b.adaptiveGauge(ctx)
+	b.reportThrottled(ctx)
 	if err != nil {
 		return b.failBundle(ctx, err)
 	}
@@ -97,7 +100,21 @@ func (b *createBase[T]) failBundle(ctx context.Context, err error) error {
 	_ = b.engine.Flush(ctx) // returns the first failure once the cancelled creates are back
 	b.metrics.gauges(ctx, b.engine)
 	b.adaptiveGauge(ctx)
+	b.reportThrottled(ctx)
 	return b.engine.Err()
+}
+
+// reportThrottled adds the time the bundle's engine held creates back under a quota to the
+// throttling counter that Dataflow reads (MetricThrottlingMsecs), once per bundle, when it ends
+// or fails.
+func (b *createBase[T]) reportThrottled(ctx context.Context) {
+	if b.throttled {
+		return
+	}
+	b.throttled = true
+	if ms := b.engine.Throttled().Milliseconds(); ms > 0 {
+		b.metrics.throttled.Inc(ctx, ms)
+	}
 }
 
 // adaptiveGauge sets the adaptive concurrency limit gauge to the lowest limit among the queues

@@ -99,6 +99,12 @@
 //	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
 //	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
 //
+// One counter lies outside that namespace, in [ThrottlingMetricsNamespace]
+// ("dataflow-throttling-metrics"), one in which Dataflow's Java worker reads throttled time:
+//
+//	throttling-msecs                      counter       milliseconds the DoFn instance held creates back under a
+//	                                                    quota (queue paced or paused, RetryInfo delay), per bundle
+//
 // The queue preflight (WriterOptions.QueuePreflight) adds counters of what it found, once per
 // worker process and queue:
 //

@@ -95,6 +95,19 @@ const (
 	MetricQueuePreflightSkipped = "queuePreflightSkipped"
 )
 
+// ThrottlingMetricsNamespace is the Beam metrics namespace of MetricThrottlingMsecs, the one
+// metric the sink reports outside MetricsNamespace: one of the namespaces in which Dataflow's
+// Java worker reads the time a step was throttled. docs/tuning.md says what is known of Runner
+// v2, which runs Go jobs.
+const ThrottlingMetricsNamespace = "dataflow-throttling-metrics"
+
+// MetricThrottlingMsecs counts, in ThrottlingMetricsNamespace, the milliseconds a DoFn instance
+// held creates back under a quota: the wall time during which at least one of its creates was
+// held by adaptive concurrency while its queue was paced or paused, or parked for a RetryInfo
+// delay longer than its backoff. Slow start and the retry backoff are not counted. It is added
+// once per bundle, when the bundle ends or fails, and stays 0 with adaptive concurrency off.
+const MetricThrottlingMsecs = "throttling-msecs"
+
 // MetricErrorClass returns the name of the counter of failed create attempts whose outermost
 // gRPC status is code ("UNAVAILABLE", "INVALID_ARGUMENT", ...): "errorClass.<code>.errors".
 func MetricErrorClass(code string) string { return "errorClass." + code + ".errors" }
@@ -126,6 +139,7 @@ type sinkMetrics struct {
 	adaptiveLimit      beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
 	attemptLatency     beam.Distribution // createAttemptLatencyMillis: per attempt
 	attemptsPerTask    beam.Distribution // createAttemptsPerTask: per accepted element
+	throttled          beam.Counter      // throttling-msecs in ThrottlingMetricsNamespace: per bundle
 	perDestination     bool              // per-queue counters enabled
 	errorClasses       map[string]beam.Counter
 }
@@ -144,6 +158,7 @@ func newSinkMetrics(perDestination bool) *sinkMetrics {
 		adaptiveLimit:      beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
 		attemptLatency:     beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
 		attemptsPerTask:    beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
+		throttled:          beam.NewCounter(ThrottlingMetricsNamespace, MetricThrottlingMsecs),
 		perDestination:     perDestination,
 		errorClasses:       map[string]beam.Counter{},
 	}

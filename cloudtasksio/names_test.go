@@ -41,10 +41,12 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricQueuePreflightRoutingOverride, "queuePreflightRoutingOverride"},
 	{cloudtasksio.MetricQueuePreflightSkipped, "queuePreflightSkipped"},
 	{cloudtasksio.MetricDeadLetterElementsNotEncoded, "deadLetterElementsNotEncoded"},
+	{cloudtasksio.MetricThrottlingMsecs, "throttling-msecs"},
 }
 
 func TestMetricNamesAreTheDocumentedOnes(t *testing.T) {
 	assert.Equal(t, "cloudtasksio", cloudtasksio.MetricsNamespace)
+	assert.Equal(t, "dataflow-throttling-metrics", cloudtasksio.ThrottlingMetricsNamespace)
 	assert.Equal(t, "errorClass.UNAVAILABLE.errors", cloudtasksio.MetricErrorClass("UNAVAILABLE"))
 	assert.Equal(t, "destination.projects/p/locations/l/queues/q.recordsSend",
 		cloudtasksio.MetricDestinationRecordsSend("projects/p/locations/l/queues/q"))
