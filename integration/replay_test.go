@@ -392,3 +392,49 @@ func mustFromMessage(t *testing.T, m *pstest.Message) deadletter.FailedElement {
 	require.NoError(t, err)
 	return fe
 }
+
+// TestAReplayThatFailsReleasesWhatItRead: the reader extends what it pulls to a 10-minute ack
+// deadline, so a replay that failed hid its dead letters for 10 minutes, and a rerun read
+// nothing and exited 0 with no counters. Run now releases what was not acknowledged (ack
+// deadline 0) when the run ends, and says when the subscription looked empty.
+func TestAReplayThatFailsReleasesWhatItRead(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	queue, tasks := replayQueue(t, ct, "replay-released")
+	ps, sub := publishedDeadLetters(t,
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "r-1", Note: "ok"}),
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "r-2", Note: "ok"}),
+		replayDeadLetter(t, cloudtasksio.Connector, queue.Path(), replayJSON{ID: "r-3", Note: "ok"}))
+	cfg := cloudtasksio.Config{Queue: queue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/replay", Body: formats.JSON()},
+		TaskIDFn: replayJSONKey, EmulatorEndpoint: ct.Endpoint}
+	opts := replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1, Write: cfg, Fix: fixReplayJSON}
+	ctx := context.Background()
+
+	// The queue refuses every task: the replay's Write fails the bundle, and the job.
+	ct.Server.SetRejectFunc(func(*cloudtaskspb.CreateTaskRequest) error { return fmt.Errorf("the test refuses every task") })
+	var out strings.Builder
+	_, err := replay.Run(ctx, exampleEnv(ct, &out), opts, reflect.TypeFor[replayJSON]())
+	require.Error(t, err)
+	assert.Contains(t, out.String(), "released the 3 dead letter(s) it had read and not acknowledged")
+	for _, m := range ps.Messages() {
+		assert.Zero(t, m.Acks)
+		require.NotEmpty(t, m.Modacks)
+		assert.Equal(t, int32(0), m.Modacks[len(m.Modacks)-1].AckDeadline, "released: ack deadline 0")
+	}
+
+	// A rerun at once reads them all.
+	ct.Server.SetRejectFunc(nil)
+	out.Reset()
+	res, err := replay.Run(ctx, exampleEnv(ct, &out), opts, reflect.TypeFor[replayJSON]())
+	require.NoError(t, err)
+	assert.Equal(t, int64(3), res.Replay[replay.MetricRead], "what the failed run read is there again")
+	assert.Equal(t, int64(3), res.Replay[replay.MetricAcknowledged])
+	assert.Len(t, tasks(), 3)
+	assert.NotContains(t, out.String(), "looked empty")
+
+	// And a run that reads nothing says so.
+	out.Reset()
+	res, err = replay.Run(ctx, exampleEnv(ct, &out), opts, reflect.TypeFor[replayJSON]())
+	require.NoError(t, err)
+	assert.Zero(t, res.Replay[replay.MetricRead])
+	assert.Contains(t, out.String(), "The subscription looked empty")
+}

@@ -26,13 +26,19 @@
 // are those that are not the replay's own: a dead letter of another connector on a shared
 // topic, or one for another queue than the replay's Write queue. Left means not acknowledged:
 // the reader does not nack them either, since a nacked message would come straight back to the
-// pulls of the same run and keep it from ever finding the subscription drained. They come back
-// when the ack deadline the reader set passes, for a later run.
+// pulls of the same run and keep it from ever finding the subscription drained. When the run
+// ends, Run releases them (ack deadline 0), for a later run or their own consumer; and when the
+// run fails or is stopped, it releases everything it read and did not acknowledge, so that a
+// rerun reads it at once. Run can release only what was read in its own process (prism, the
+// direct runner, a loopback environment); what workers elsewhere read comes back when the
+// reader's ack deadline passes.
 package replay
 
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -167,22 +173,31 @@ type pendingAck struct {
 var failedElementType = reflect.TypeFor[deadletter.FailedElement]()
 
 // Build adds the replay of elements of type elem to s. Errors name the option at fault.
+//
+// A pipeline built with Build leaves what it read and did not acknowledge hidden until the ack
+// deadline the reader set passes (10 minutes); Run also releases it when the run ends.
 func Build(s beam.Scope, opts Options, elem reflect.Type) error {
+	_, err := build(s, opts, elem)
+	return err
+}
+
+// build is Build, returning the run's id in leases.
+func build(s beam.Scope, opts Options, elem reflect.Type) (run string, err error) {
 	if _, _, err := splitSubscription(opts.Subscription); err != nil {
-		return err
+		return "", err
 	}
 	if opts.MaxMessages < 0 || opts.EmptyPulls < 0 || opts.PullWait < 0 {
-		return fmt.Errorf("replay: MaxMessages (%d), EmptyPulls (%d) and PullWait (%v) must not be negative", opts.MaxMessages, opts.EmptyPulls, opts.PullWait)
+		return "", fmt.Errorf("replay: MaxMessages (%d), EmptyPulls (%d) and PullWait (%v) must not be negative", opts.MaxMessages, opts.EmptyPulls, opts.PullWait)
 	}
 	if opts.Write.OnFailure != cloudtasksio.FailBundle {
-		return fmt.Errorf("replay: Write.OnFailure is %v; a replay needs FailBundle, so that it writes every element it keeps or fails and acknowledges nothing (leave out in Fix what cannot be written)", opts.Write.OnFailure)
+		return "", fmt.Errorf("replay: Write.OnFailure is %v; a replay needs FailBundle, so that it writes every element it keeps or fails and acknowledges nothing (leave out in Fix what cannot be written)", opts.Write.OnFailure)
 	}
 	if opts.Write.TaskIDFn == nil && !hasTaskIDField(elem) {
-		return fmt.Errorf("replay: Write.TaskIDFn is nil and %v has no cloudtasks:\"task-id\" field: without named tasks a replay can create a task twice", elem)
+		return "", fmt.Errorf("replay: Write.TaskIDFn is nil and %v has no cloudtasks:\"task-id\" field: without named tasks a replay can create a task twice", elem)
 	}
 	fix, err := checkFix(opts.Fix, elem)
 	if err != nil {
-		return err
+		return "", err
 	}
 	s = s.Scope("replay")
 	empty := opts.EmptyPulls
@@ -193,16 +208,24 @@ func Build(s beam.Scope, opts Options, elem reflect.Type) error {
 	if opts.Write.QueueFn == nil {
 		own = opts.Write.Queue.Path() // with a QueueFn, the function decides where each element goes
 	}
+	run = randomID()
 	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages,
-		EmptyPulls: empty, PullWait: opts.PullWait, Queue: own}, beam.Impulse(s))
+		EmptyPulls: empty, PullWait: opts.PullWait, Queue: own, Run: run}, beam.Impulse(s))
 	read = beam.Reshuffle(s, read)
 	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, Fix: fix}, read, beam.TypeDefinition{Var: beam.XType, T: elem})
 	failed, err := cloudtasksio.TryWrite(s, opts.Write, elems)
 	if err != nil {
-		return fmt.Errorf("replay: Write: %w", err)
+		return "", fmt.Errorf("replay: Write: %w", err)
 	}
-	beam.ParDo0(s, &ackFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint}, acks, beam.SideInput{Input: failed})
-	return nil
+	beam.ParDo0(s, &ackFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, Run: run}, acks, beam.SideInput{Input: failed})
+	return run, nil
+}
+
+// randomID returns 16 random hex digits.
+func randomID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // hasTaskIDField reports whether t is a struct with a cloudtasks:"task-id" field.
@@ -257,6 +280,7 @@ type pullFn struct {
 	EmptyPulls   int
 	Queue        string // the Write's queue; empty: any (a Write with a QueueFn)
 	PullWait     time.Duration
+	Run          string // the run's id in leases
 
 	now     func() time.Time                              // nil: time.Now
 	connect func(ctx context.Context) (subscriber, error) // nil: the Pub/Sub client
@@ -358,6 +382,7 @@ func (f *pullFn) ProcessElement(ctx context.Context, _ []byte, emit func(beam.Ev
 			Subscription: f.Subscription, AckIds: ids, AckDeadlineSeconds: ackExtension}); err != nil {
 			return fmt.Errorf("replay: extending the ack deadline on %s: %w", f.Subscription, err)
 		}
+		leases.hold(f.Run, ids)
 		ackBy := extended.Add(ackExtension * time.Second).UnixNano()
 		for _, rm := range got {
 			m := rm.GetMessage()
@@ -536,6 +561,7 @@ func panicStack() string {
 type ackFn struct {
 	Subscription string
 	Endpoint     string
+	Run          string // the run's id in leases
 
 	acks    []pendingAck
 	now     func() time.Time                              // nil: time.Now
@@ -576,6 +602,7 @@ func (f *ackFn) FinishBundle(ctx context.Context, _ func(*deadletter.FailedEleme
 		if err := c.Acknowledge(ctx, &pubsubpb.AcknowledgeRequest{Subscription: f.Subscription, AckIds: ids}); err != nil {
 			return fmt.Errorf("replay: acknowledging on %s: %w", f.Subscription, err)
 		}
+		leases.done(f.Run, ids)
 		late := 0
 		for _, a := range batch {
 			if a.AckBy != 0 && now.UnixNano() >= a.AckBy {
@@ -618,7 +645,8 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 		return nil, err
 	}
 	p, s := beam.NewPipelineWithRoot()
-	if err := Build(s, opts, elem); err != nil {
+	run, err := build(s, opts, elem)
+	if err != nil {
 		return nil, err
 	}
 	w := env.Output()
@@ -626,8 +654,18 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 		opts.Subscription, cmp.Or(opts.EmptyPulls, DefaultEmptyPulls), cmp.Or(opts.PullWait, DefaultPullWait))
 	start := time.Now()
 	pr, err := env.Runner(ctx, p)
+	// What was read and not acknowledged goes back to the subscription at once: all of it
+	// when the run failed or was stopped, the dead letters it left otherwise. A failed run
+	// used to hide its dead letters until the reader's 10-minute ack deadline passed.
+	released, releaseErr := release(ctx, opts, run)
 	if err != nil {
-		return nil, fmt.Errorf("running the replay: %w", err)
+		if released > 0 {
+			fmt.Fprintf(w, "The replay did not finish: released the %d dead letter(s) it had read and not acknowledged (ack deadline 0), so the next run reads them at once.\n", released)
+		}
+		return nil, errors.Join(fmt.Errorf("running the replay: %w", err), releaseErr)
+	}
+	if releaseErr != nil {
+		fmt.Fprintf(w, "%v\n", releaseErr)
 	}
 	res := &Result{Replay: exampleenv.Counters(pr, MetricsNamespace), Sink: exampleenv.Counters(pr, cloudtasksio.MetricsNamespace)}
 	if res.Tasks, err = exampleenv.ListTasks(ctx, tasks, opts.Write.Queue); err != nil {
@@ -637,9 +675,13 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options, elem reflect.Typ
 	fmt.Fprintf(w, "replay of %s in %v: %d dead letter(s) read, %d replayed, %d left out by the fix, %d not replayable; %d acknowledged.\n",
 		opts.Subscription, time.Since(start).Round(time.Millisecond), res.Replay[MetricRead], res.Replay[MetricReplayed],
 		res.Replay[MetricLeftOut], res.Replay[MetricNotReplayable], res.Replay[MetricAcknowledged])
+	if res.Replay[MetricRead] == 0 {
+		fmt.Fprintf(w, "The subscription looked empty: %d pull(s) in a row found no dead letter. A dead letter another replay read and did not release stays hidden until its ack deadline passes (up to 10 minutes).\n",
+			cmp.Or(opts.EmptyPulls, DefaultEmptyPulls))
+	}
 	if n := res.Replay[MetricNotReplayable]; n > 0 {
-		fmt.Fprintf(w, "%d dead letter(s) were left on the subscription, not acknowledged (%d not the replay's own: another connector's, or another queue's; %d Fix panicked on); they come back after their ack deadline, for a later run.\n",
-			n, res.Replay[MetricNotOwn], res.Replay[MetricFixPanicked])
+		fmt.Fprintf(w, "%d dead letter(s) were left on the subscription, not acknowledged (%d not the replay's own: another connector's, or another queue's; %d Fix panicked on); %d were released (ack deadline 0) for a later run or their own consumer.\n",
+			n, res.Replay[MetricNotOwn], res.Replay[MetricFixPanicked], released)
 	}
 	if late := res.Replay[MetricAckLate]; late > 0 {
 		fmt.Fprintf(w, "%d dead letter(s) were acknowledged after their ack deadline: Pub/Sub may offer them again, and the next replay reads them again.\n", late)
