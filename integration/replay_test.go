@@ -438,3 +438,68 @@ func TestAReplayThatFailsReleasesWhatItRead(t *testing.T) {
 	assert.Zero(t, res.Replay[replay.MetricRead])
 	assert.Contains(t, out.String(), "The subscription looked empty")
 }
+
+// replayOrder gained Priority after dead letters of it were published; replayOrderV1 is its old
+// definition, kept to decode them.
+type (
+	replayOrder struct {
+		ID       string `json:"id" cloudtasks:"task-id"`
+		Note     string `json:"note"`
+		Priority string `json:"priority"`
+	}
+	replayOrderV1 struct {
+		ID   string `json:"id"`
+		Note string `json:"note"`
+	}
+)
+
+func init() {
+	beam.RegisterType(reflect.TypeFor[replayOrder]())
+	beam.RegisterType(reflect.TypeFor[replayOrderV1]())
+	register.Function2x2(keepReplayOrder)
+	register.Function2x2(migrateReplayOrder)
+}
+
+func keepReplayOrder(_ deadletter.FailedElement, o replayOrder) (replayOrder, bool) { return o, true }
+
+// migrateReplayOrder is the migration: the old order, given the new field's default.
+func migrateReplayOrder(_ deadletter.FailedElement, o replayOrderV1) (replayOrder, bool) {
+	return replayOrder{ID: o.ID, Note: o.Note, Priority: "normal"}, true
+}
+
+// TestAReplayMigratesTheDeadLettersOfAChangedElementType: the dead letters published before a
+// field was added do not decode as the new type, so a plain replay leaves them; the migration
+// decodes them with the old definition (Options.ElementType names what they carry), converts
+// them in Fix and writes the new type.
+func TestAReplayMigratesTheDeadLettersOfAChangedElementType(t *testing.T) {
+	ct := exampleCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	queue, tasks := replayQueue(t, ct, "replay-migrated")
+	newName := deadletter.ElementTypeName(reflect.TypeFor[replayOrder]())
+	var old []deadletter.FailedElement
+	for _, id := range []string{"m-1", "m-2"} {
+		elem, _, err := deadletter.EncodeElement(replayOrderV1{ID: id, Note: "from before the change"})
+		require.NoError(t, err)
+		old = append(old, deadletter.FailedElement{Connector: cloudtasksio.Connector, Destination: queue.Path(),
+			Code: cloudtasksio.CodeInvalidArgument, Error: "refused", Element: elem, ElementType: newName})
+	}
+	ps, sub := publishedDeadLetters(t, old...)
+	cfg := cloudtasksio.Config{Queue: queue, HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/orders", Body: formats.JSON()},
+		EmulatorEndpoint: ct.Endpoint}
+	ctx := context.Background()
+
+	res, err := replay.Run(ctx, exampleEnv(ct, nil), replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1,
+		Write: cfg, Fix: keepReplayOrder}, reflect.TypeFor[replayOrder]())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res.Replay[replay.MetricNotReplayable], "the new type cannot decode them")
+	assert.Zero(t, res.Created)
+
+	res, err = replay.Run(ctx, exampleEnv(ct, nil), replay.Options{Subscription: sub, PubSubEndpoint: ps.Addr, EmptyPulls: 1,
+		Write: cfg, Fix: migrateReplayOrder, ElementType: newName}, reflect.TypeFor[replayOrderV1]())
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res.Replay[replay.MetricReplayed])
+	assert.Equal(t, int64(2), res.Replay[replay.MetricAcknowledged])
+	assert.Equal(t, 2, res.Created)
+	for _, task := range tasks() {
+		assert.Contains(t, string(task.GetHttpRequest().GetBody()), `"note":"from before the change","priority":"normal"`)
+	}
+}

@@ -145,10 +145,19 @@ type Options struct {
 	// cloudtasks:"task-id" field on the element type), so that an element that was created
 	// after all, or by an earlier replay, is not created twice.
 	Write cloudtasksio.Config
+	// ElementType is the element type name (FailedElement.ElementType) of the dead letters to
+	// replay, when it is not the name of the type Build is given: the element type's fields
+	// changed after the dead letters were published, so they no longer decode as that type.
+	// Give Build a copy of the old definition under another name, set ElementType to the
+	// name the dead letters carry, and let Fix convert each old element to the new type.
+	// Dead letters of any other type are left on the subscription. Empty means the name of
+	// the type Build is given.
+	ElementType string
 	// Fix is the one function a replay is written for: a registered
-	// func(deadletter.FailedElement, T) (T, bool), T the element type. It gets each dead
-	// letter with its decoded element and returns the element to write again, or false to
-	// leave it out. It must be a top-level function registered with register.Function2x2. A
+	// func(deadletter.FailedElement, T) (U, bool), T the element type Build is given and U
+	// the Write's (usually T; another type to migrate the dead letters of a changed type, see
+	// ElementType). It gets each dead letter with its decoded element and returns the element
+	// to write again, or false to leave it out. It must be a top-level function registered with register.Function2x2. A
 	// dead letter it panics on is counted (MetricFixPanicked), logged without its payload or
 	// element, and left on the subscription; the replay goes on with the others.
 	Fix any
@@ -192,12 +201,12 @@ func build(s beam.Scope, opts Options, elem reflect.Type) (run string, err error
 	if opts.Write.OnFailure != cloudtasksio.FailBundle {
 		return "", fmt.Errorf("replay: Write.OnFailure is %v; a replay needs FailBundle, so that it writes every element it keeps or fails and acknowledges nothing (leave out in Fix what cannot be written)", opts.Write.OnFailure)
 	}
-	if opts.Write.TaskIDFn == nil && !hasTaskIDField(elem) {
-		return "", fmt.Errorf("replay: Write.TaskIDFn is nil and %v has no cloudtasks:\"task-id\" field: without named tasks a replay can create a task twice", elem)
-	}
-	fix, err := checkFix(opts.Fix, elem)
+	fix, out, err := checkFix(opts.Fix, elem)
 	if err != nil {
 		return "", err
+	}
+	if opts.Write.TaskIDFn == nil && !hasTaskIDField(out) {
+		return "", fmt.Errorf("replay: Write.TaskIDFn is nil and %v has no cloudtasks:\"task-id\" field: without named tasks a replay can create a task twice", out)
 	}
 	s = s.Scope("replay")
 	empty := opts.EmptyPulls
@@ -212,7 +221,8 @@ func build(s beam.Scope, opts Options, elem reflect.Type) (run string, err error
 	read := beam.ParDo(s, &pullFn{Subscription: opts.Subscription, Endpoint: opts.PubSubEndpoint, MaxMessages: opts.MaxMessages,
 		EmptyPulls: empty, PullWait: opts.PullWait, Queue: own, Run: run}, beam.Impulse(s))
 	read = beam.Reshuffle(s, read)
-	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, Fix: fix}, read, beam.TypeDefinition{Var: beam.XType, T: elem})
+	elems, acks := beam.ParDo2(s, &fixFn{Elem: beam.EncodedType{T: elem}, ElementType: opts.ElementType, Fix: fix}, read,
+		beam.TypeDefinition{Var: beam.XType, T: out})
 	failed, err := cloudtasksio.TryWrite(s, opts.Write, elems)
 	if err != nil {
 		return "", fmt.Errorf("replay: Write: %w", err)
@@ -241,17 +251,18 @@ func hasTaskIDField(t reflect.Type) bool {
 	return false
 }
 
-// checkFix checks that fix is a func(deadletter.FailedElement, T) (T, bool) for T = elem.
-func checkFix(fix any, elem reflect.Type) (*beam.EncodedFunc, error) {
+// checkFix checks that fix is a func(deadletter.FailedElement, T) (U, bool) for T = elem, and
+// returns U, the type of the elements it writes.
+func checkFix(fix any, elem reflect.Type) (*beam.EncodedFunc, reflect.Type, error) {
 	if fix == nil {
-		return nil, errors.New("replay: Fix is nil; want a registered func(deadletter.FailedElement, T) (T, bool)")
+		return nil, nil, errors.New("replay: Fix is nil; want a registered func(deadletter.FailedElement, T) (T, bool)")
 	}
 	ft := reflect.TypeOf(fix)
 	if ft.Kind() != reflect.Func || ft.NumIn() != 2 || ft.NumOut() != 2 || ft.In(0) != failedElementType ||
-		ft.In(1) != elem || ft.Out(0) != elem || ft.Out(1) != reflect.TypeFor[bool]() {
-		return nil, fmt.Errorf("replay: Fix is a %v; want func(deadletter.FailedElement, %v) (%v, bool)", ft, elem, elem)
+		ft.In(1) != elem || ft.Out(0).Kind() == reflect.Interface || ft.Out(1) != reflect.TypeFor[bool]() {
+		return nil, nil, fmt.Errorf("replay: Fix is a %v; want func(deadletter.FailedElement, %v) (%v, bool), or another concrete type than %v to migrate it", ft, elem, elem, elem)
 	}
-	return &beam.EncodedFunc{Fn: reflectx.MakeFunc(fix)}, nil
+	return &beam.EncodedFunc{Fn: reflectx.MakeFunc(fix)}, ft.Out(0), nil
 }
 
 // splitSubscription checks "projects/P/subscriptions/S" and returns P and S.
@@ -442,8 +453,9 @@ func (f *pullFn) pull(ctx context.Context, c subscriber, want int) ([]*pubsubpb.
 // fixFn decodes each dead letter's element, hands it to the fix function and emits what it
 // keeps, and the ack id of every dead letter it replayed or left out.
 type fixFn struct {
-	Elem beam.EncodedType
-	Fix  *beam.EncodedFunc
+	Elem        beam.EncodedType
+	ElementType string // Options.ElementType
+	Fix         *beam.EncodedFunc
 
 	fix                                           reflectx.Func2x2
 	replayed, leftOut, notReplayable, fixPanicked beam.Counter
@@ -471,7 +483,7 @@ func (f *fixFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, beam.X)
 
 func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled, emit func(beam.EventTime, beam.X), ack func(pendingAck)) {
 	what := fmt.Sprintf("a %s dead letter for %s", exampleenv.Quote(p.DeadLetter.Code), exampleenv.Quote(p.DeadLetter.Destination))
-	elem, err := deadletter.DecodeElementAs(p.DeadLetter, f.Elem.T)
+	elem, err := f.decode(p.DeadLetter)
 	if err != nil {
 		f.notReplayable.Inc(ctx, 1)
 		f.left.warnf(ctx, "replay: %s is left on the subscription: %v", what, err)
@@ -498,6 +510,19 @@ func (f *fixFn) ProcessElement(ctx context.Context, et beam.EventTime, p pulled,
 		f.leftOut.Inc(ctx, 1)
 	}
 	ack(pendingAck{AckID: p.AckID, AckBy: p.AckBy})
+}
+
+// decode gives back fe's element as a value of f.Elem. With ElementType set, it takes only the
+// dead letters of that name, and decodes them with f.Elem, whatever its name.
+func (f *fixFn) decode(fe deadletter.FailedElement) (any, error) {
+	if f.ElementType != "" {
+		if fe.ElementType != f.ElementType {
+			return nil, fmt.Errorf("%w: it holds a %s, not the Options.ElementType %s", deadletter.ErrElementType,
+				exampleenv.Quote(fe.ElementType), exampleenv.Quote(f.ElementType))
+		}
+		fe.ElementType = "" // DecodeElementAs checks a name only when there is one
+	}
+	return deadletter.DecodeElementAs(fe, f.Elem.T)
 }
 
 // fixPanic is a panic of the fix function, as the log shows it: never the dead letter's

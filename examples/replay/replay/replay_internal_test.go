@@ -212,7 +212,7 @@ func pulledString(t *testing.T, s string) pulled {
 // counted, logged without its payload (where Fix panicked once per bundle), not acknowledged,
 // and the others go on. A panic value that cannot even be formatted does not escape either.
 func TestAFixThatPanicsLeavesItsDeadLetterOnTheSubscriptionAndTheReplayGoesOn(t *testing.T) {
-	fix, err := checkFix(fixOrPanic, reflect.TypeFor[string]())
+	fix, _, err := checkFix(fixOrPanic, reflect.TypeFor[string]())
 	require.NoError(t, err)
 	f := &fixFn{Elem: beam.EncodedType{T: reflect.TypeFor[string]()}, Fix: fix}
 	f.Setup()
