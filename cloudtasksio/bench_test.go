@@ -29,6 +29,7 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/testing/ptest"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/transforms/stats"
 	"google.golang.org/api/option"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -44,6 +45,8 @@ func init() {
 	register.Emitter1[order]()
 	register.DoFn2x1[context.Context, order, error](&naiveCreateFn{})
 	register.Function1x0(benchIdleBundle)
+	register.Function1x0(benchDiscardCreated)
+	register.Function1x0(benchDiscardCount)
 }
 
 var (
@@ -365,6 +368,49 @@ func BenchmarkWrite(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWriteWithResult measures what the created-task output costs, in the same run as the
+// plain Write it is compared with: output=none is cloudtasksio.Write; output=created is
+// WriteWithResult with its created tasks taken by a step fused with the writer (their cost
+// without a shuffle); output=counted counts them with stats.CountElms, the Wait.on pattern,
+// which sends them through a combine.
+func BenchmarkWriteWithResult(b *testing.B) {
+	for _, c := range benchCases {
+		for _, d := range []struct {
+			name     string
+			delivery cloudtasksio.DeliveryGuarantee
+		}{{"at-least-once", cloudtasksio.AtLeastOnce}, {"exactly-once", cloudtasksio.ExactlyOnce}} {
+			for _, output := range []string{"none", "created", "counted"} {
+				b.Run(fmt.Sprintf("%s/delivery=%s/output=%s", c.name(), d.name, output), func(b *testing.B) {
+					srv := newBenchServer(b, c.latency)
+					cfg := cloudtasksio.Config{
+						Queue: testQueue,
+						HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/orders",
+							Headers: map[string]string{"Content-Type": "application/json"}, Body: formats.JSON()},
+						Delivery:         d.delivery,
+						EmulatorEndpoint: srv.Addr,
+					}
+					measure(b, srv, c.write, modelRate(benchCap, 1, c.latency), func(b *testing.B) {
+						runBenchPipeline(b, c.write, func(s beam.Scope, col beam.PCollection) {
+							switch output {
+							case "none":
+								cloudtasksio.Write(s, cfg, col)
+							case "created":
+								beam.ParDo0(s, benchDiscardCreated, cloudtasksio.WriteWithResult(s, cfg, col).Created)
+							case "counted":
+								beam.ParDo0(s, benchDiscardCount, stats.CountElms(s, cloudtasksio.WriteWithResult(s, cfg, col).Created))
+							}
+						})
+					})
+				})
+			}
+		}
+	}
+}
+
+// benchDiscardCreated and benchDiscardCount take the created-task output and do nothing.
+func benchDiscardCreated(cloudtasksio.CreatedTask) {}
+func benchDiscardCount(int)                        {}
 
 // benchIdleBundle stands for a bundle that waits on I/O for one second.
 func benchIdleBundle(_ []byte) { time.Sleep(time.Second) }

@@ -10,8 +10,10 @@
 // element becomes a task: an [HTTPTarget] or [AppEngineTarget] with a body format from package
 // formats and `cloudtasks:"..."` struct-tag metadata on the element type, or a Serializer
 // function of your own. [TryWrite] reports a bad Config at pipeline construction; [Write]
-// panics instead. [ConfigFromOptions] builds a Config from the flat option keys that
-// templates take as flags (the [option keys] reference lists them).
+// panics instead. [WriteWithResult] also returns the tasks it created ([CreatedTask]: queue,
+// task name, key, times), to record which element became which task or to start a step once
+// they exist. [ConfigFromOptions] builds a Config from the flat option keys that templates
+// take as flags (the [option keys] reference lists them).
 //
 // # Failures and dead letters
 //

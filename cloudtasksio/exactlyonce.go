@@ -49,17 +49,23 @@ type envelope struct {
 	Task     []byte
 }
 
-func writeExactlyOnce(s beam.Scope, spec *sinkSpec, col beam.PCollection) (beam.PCollection, error) {
-	staged, err := beam.TryParDo(s.Scope("stage"), &stageFn{Spec: spec}, col)
+// writeExactlyOnce adds the stage step, the Reshuffle and the create step; with created, the
+// steps that carry each task's key through the Reshuffle and emit the created tasks.
+func writeExactlyOnce(s beam.Scope, spec *sinkSpec, col beam.PCollection, created bool) (WriteResult, error) {
+	var stage, create any = &stageFn{Spec: spec}, &stagedCreateFn{Spec: spec}
+	if created {
+		stage, create = &stageResultFn{stageFn{Spec: spec}}, &stagedCreateResultFn{stagedCreateFn{Spec: spec}}
+	}
+	staged, err := beam.TryParDo(s.Scope("stage"), stage, col)
 	if err != nil {
-		return beam.PCollection{}, err
+		return WriteResult{}, err
 	}
 	shuffled := beam.Reshuffle(s, staged[0])
-	out, err := beam.TryParDo(s.Scope("create"), &stagedCreateFn{Spec: spec}, shuffled)
+	out, err := beam.TryParDo(s.Scope("create"), create, shuffled)
 	if err != nil {
-		return beam.PCollection{}, err
+		return WriteResult{}, err
 	}
-	return out[0], nil
+	return writeResult(out, created), nil
 }
 
 // stageFn builds, names and stamps each element's task.
@@ -109,14 +115,19 @@ func (f *stageFn) processElement(ctx context.Context, elem beam.X, emit func(env
 // stage returns the envelope for elem, or nil when the element is skipped. In exactly-once
 // mode every failure fails the bundle.
 func (f *stageFn) stage(elem any) (*envelope, error) {
+	env, _, err := f.stageKeyed(elem)
+	return env, err
+}
+
+// stageKeyed is stage that also returns the key the task was named from, empty for a random id.
+func (f *stageFn) stageKeyed(elem any) (_ *envelope, key string, _ error) {
 	queue := f.Spec.Queue
 	b, err := f.builders.forElement(elem)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	task, md, err := b.build(elem)
 	if err == nil && task != nil {
-		var key string
 		var named bool
 		if key, named, err = b.key(elem, md, task); err == nil {
 			if named {
@@ -128,18 +139,18 @@ func (f *stageFn) stage(elem any) (*envelope, error) {
 	}
 	var ef *elementFailure
 	if errors.As(err, &ef) {
-		return nil, fmt.Errorf("exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
+		return nil, "", fmt.Errorf("exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
 	}
 	if err != nil || task == nil {
-		return nil, err
+		return nil, "", err
 	}
 	size := proto.Size(task)
 	if size < 1 || size > maxStagedTaskBytes {
-		return nil, fmt.Errorf("exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
+		return nil, "", fmt.Errorf("exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
 	}
 	data, err := proto.Marshal(task)
 	if err != nil {
-		return nil, fmt.Errorf("exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
+		return nil, "", fmt.Errorf("exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
 	}
 	origin := f.now()
 	return &envelope{
@@ -147,7 +158,7 @@ func (f *stageFn) stage(elem any) (*envelope, error) {
 		Origin:   origin.UnixNano(),
 		Deadline: envelopeDeadline(origin, f.Spec.Staged.creationWindow()),
 		Task:     data,
-	}, nil
+	}, key, nil
 }
 
 // randomTaskID returns 128 random bits as 32 lowercase hex characters.
@@ -170,6 +181,8 @@ type stagedCreateFn struct {
 	// takes it from the process's shared Cloud Tasks client, unless newStagedCreateFnWith
 	// (for tests) has set another.
 	creator engine.Creator
+	// emitCreated emits a created task (stagedCreateResultFn); nil in plain Write.
+	emitCreated func(beam.EventTime, CreatedTask)
 }
 
 // newStagedCreateFnWith returns a create step that sends its creates through creator in place
@@ -183,6 +196,8 @@ type stagedCreate struct {
 	bytes          int
 	assumedCreated bool
 	sentAnyway     bool
+	eventTime      beam.EventTime // and key: what a created task is emitted with (stagedCreateResultFn)
+	key            string
 }
 
 // Setup checks the spec the worker decoded (sinkSpec.checkOnWorker), as the stage step does,
@@ -194,7 +209,7 @@ func (f *stagedCreateFn) StartBundle(ctx context.Context, _ func(beam.EventTime,
 }
 
 func (f *stagedCreateFn) ProcessElement(ctx context.Context, env envelope, _ func(beam.EventTime, deadletter.FailedElement)) error {
-	return withPrefix(f.processElement(ctx, env))
+	return withPrefix(f.processElement(ctx, env, &stagedCreate{}))
 }
 
 func (f *stagedCreateFn) FinishBundle(ctx context.Context, _ func(beam.EventTime, deadletter.FailedElement)) error {
@@ -234,7 +249,9 @@ func (f *stagedCreateFn) summarizeSkew(ctx context.Context) {
 		"without a line each, %d in this bundle; the expiredEnvelopes* counters count every one")
 }
 
-func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error {
+// processElement creates env's task; tag is what the request carries, with the created task's
+// event time and key when the step emits it.
+func (f *stagedCreateFn) processElement(ctx context.Context, env envelope, tag *stagedCreate) error {
 	if err := f.bundleErr(); err != nil {
 		return err
 	}
@@ -274,10 +291,11 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope) error
 		}
 		deadline = now
 	}
+	tag.bytes = len(env.Task)
 	return f.submit(ctx, &engine.Request[*stagedCreate]{
 		Create:   &cloudtaskspb.CreateTaskRequest{Parent: env.Queue, Task: task},
 		Deadline: deadline,
-		Tag:      &stagedCreate{bytes: len(env.Task)},
+		Tag:      tag,
 	})
 }
 
@@ -300,6 +318,11 @@ func (f *stagedCreateFn) checkEnvelope(env envelope) error {
 
 func (f *stagedCreateFn) Created(ctx context.Context, r *engine.Request[*stagedCreate], deduplicated bool) {
 	c := r.Tag
+	if f.emitCreated != nil {
+		t := createdTask(r.Create, r.Returned(), c.key, deduplicated)
+		t.AssumedCreated = c.assumedCreated
+		f.emitCreated(c.eventTime, t)
+	}
 	if c.assumedCreated {
 		return // counted by expiredEnvelopesAssumedCreated: nothing was sent
 	}

@@ -32,32 +32,38 @@ func Write(s beam.Scope, cfg Config, col beam.PCollection) beam.PCollection {
 // TryWrite is Write returning construction errors instead of panicking. Every error names the
 // Config field (or element field) at fault.
 func TryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection, error) {
-	out, err := tryWrite(s, cfg, col)
-	return out, withPrefix(err)
+	out, err := tryWrite(s, cfg, col, false)
+	return out.DeadLetters, withPrefix(err)
 }
 
-// tryWrite is TryWrite without the package prefix on its errors.
-func tryWrite(s beam.Scope, cfg Config, col beam.PCollection) (beam.PCollection, error) {
+// tryWrite is TryWrite without the package prefix on its errors. With created, the sink's
+// DoFns are those that also emit a CreatedTask per created task (WriteWithResult); without,
+// Created is left unset and nothing builds a CreatedTask.
+func tryWrite(s beam.Scope, cfg Config, col beam.PCollection, created bool) (WriteResult, error) {
 	if !col.IsValid() {
-		return beam.PCollection{}, errors.New("the input PCollection is not valid")
+		return WriteResult{}, errors.New("the input PCollection is not valid")
 	}
 	if typex.IsKV(col.Type()) || typex.IsCoGBK(col.Type()) || col.Type().Type() == nil {
-		return beam.PCollection{}, fmt.Errorf("Write takes a PCollection of single values, not %v", col.Type())
+		return WriteResult{}, fmt.Errorf("Write takes a PCollection of single values, not %v", col.Type())
 	}
 	elem := col.Type().Type()
 	spec, err := compile(cfg, elem)
 	if err != nil {
-		return beam.PCollection{}, err
+		return WriteResult{}, err
 	}
 	s = s.Scope("cloudtasksio.Write")
 	if spec.Delivery == ExactlyOnce {
-		return writeExactlyOnce(s, spec, col)
+		return writeExactlyOnce(s, spec, col, created)
 	}
-	out, err := beam.TryParDo(s, &writeFn{Spec: spec}, col)
+	var fn any = &writeFn{Spec: spec}
+	if created {
+		fn = &writeResultFn{writeFn{Spec: spec}}
+	}
+	out, err := beam.TryParDo(s, fn, col)
 	if err != nil {
-		return beam.PCollection{}, err
+		return WriteResult{}, err
 	}
-	return out[0], nil
+	return writeResult(out, created), nil
 }
 
 // sinkSpec is the serializable form of a checked Config, shipped to workers inside the DoFn.

@@ -33,6 +33,8 @@ type writeFn struct {
 	panicLogged bool                       // a panic while building a task was logged in this bundle
 	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
 	elemEncErr  error                      // why elemEnc is nil under DeadLetter
+	// emitCreated emits a created task (writeResultFn); nil in plain Write, which builds none.
+	emitCreated func(beam.EventTime, CreatedTask)
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -40,7 +42,8 @@ type pendingTask struct {
 	eventTime beam.EventTime
 	queue     string
 	bytes     int
-	elem      any // the input element, kept under DeadLetter only, for the dead letter
+	elem      any    // the input element, kept under DeadLetter only, for the dead letter
+	key       string // the key the task was named from, kept only when created tasks are emitted
 }
 
 // The DoFn methods Beam calls are the package's boundary on the worker: each returns its error
@@ -103,7 +106,7 @@ func (f *writeFn) processElement(ctx context.Context, et beam.EventTime, elem be
 	if err != nil {
 		return f.failBundle(ctx, err)
 	}
-	req, bytes, err := f.request(elem, queue)
+	req, bytes, key, err := f.request(elem, queue)
 	if err != nil {
 		if err := f.route(ctx, et, queue.Path(), elem, err); err != nil {
 			return f.failBundle(ctx, err)
@@ -117,6 +120,9 @@ func (f *writeFn) processElement(ctx context.Context, et beam.EventTime, elem be
 	tag := &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}
 	if f.Spec.OnFailure == DeadLetter {
 		tag.elem = elem
+	}
+	if f.emitCreated != nil {
+		tag.key = key
 	}
 	return f.submit(ctx, &engine.Request[*pendingTask]{Create: req, Tag: tag})
 }
@@ -145,28 +151,29 @@ func (f *writeFn) resolveQueue(elem any) (Queue, error) {
 	return q, nil
 }
 
-// request builds the create request for elem in queue: nil when the element is skipped.
-func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskRequest, int, error) {
+// request builds the create request for elem in queue, nil when the element is skipped, with
+// its wire size and the key the task was named from (empty for an unnamed task).
+func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskRequest, int, string, error) {
 	b, err := f.builders.forElement(elem)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	task, md, err := b.build(elem)
 	if err != nil || task == nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	key, named, err := b.key(elem, md, task)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
 	if named {
 		task.Name = taskName(queue, key)
 	}
 	size := proto.Size(task)
 	if err := checkTaskSize(queue, task, size); err != nil {
-		return nil, 0, err
+		return nil, 0, "", err
 	}
-	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, size, nil
+	return &cloudtaskspb.CreateTaskRequest{Parent: queue.Path(), Task: task}, size, key, nil
 }
 
 // The engine's observer (AttemptFailed and AttemptLatency are createBase's). The engine calls
@@ -175,6 +182,9 @@ func (f *writeFn) request(elem any, queue Queue) (*cloudtaskspb.CreateTaskReques
 
 func (f *writeFn) Created(ctx context.Context, r *engine.Request[*pendingTask], deduplicated bool) {
 	f.metrics.created(ctx, r.Tag.queue, r.Tag.bytes, r.Attempts(), deduplicated)
+	if f.emitCreated != nil {
+		f.emitCreated(r.Tag.eventTime, createdTask(r.Create, r.Returned(), r.Tag.key, deduplicated))
+	}
 }
 
 // Rejected applies the failure policy; under FailBundle its error stops the engine, so nothing

@@ -73,10 +73,10 @@ func (e *Engine[T]) start(r *Request[T], p *adaptive.Permit) {
 			defer cancel()
 		}
 		began := time.Now()
-		_, err := creator.CreateTask(ctx, r.Create)
+		task, err := creator.CreateTask(ctx, r.Create)
 		at := time.Now()
 		finished(limits, p, err, named, at)
-		done <- completion[T]{r: r, err: err, at: at, took: at.Sub(began)}
+		done <- completion[T]{r: r, task: task, err: err, at: at, took: at.Sub(began)}
 	}()
 }
 
@@ -86,6 +86,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	r := c.r
 	if c.err == nil {
 		e.reportLatency(ctx, c)
+		r.returned = c.task
 		e.obs.Created(ctx, r, false)
 		return
 	}

@@ -44,6 +44,8 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 )
 
 // This file holds the Engine itself: its Options, New, the methods a caller
@@ -132,6 +134,7 @@ type Engine[T any] struct {
 // completion is the result of one attempt, posted by its goroutine.
 type completion[T any] struct {
 	r    *Request[T]
+	task *cloudtaskspb.Task // what a successful call returned
 	err  error
 	at   time.Time     // when the RPC returned: backoff is measured from here
 	took time.Duration // how long the CreateTask call took

@@ -44,13 +44,22 @@ type Request[T any] struct {
 	// every callback.
 	Tag T
 
-	attempts          int // sends started
-	transientFailures int // failures counted on Options.Transient
-	notFoundFailures  int // failures counted on Options.NotFound
+	attempts          int                // sends started
+	transientFailures int                // failures counted on Options.Transient
+	notFoundFailures  int                // failures counted on Options.NotFound
+	returned          *cloudtaskspb.Task // what the successful attempt's call returned
 }
 
 // Attempts returns how many times the request has been sent so far.
 func (r *Request[T]) Attempts() int { return r.attempts }
+
+// Returned returns the task the Creator returned for the attempt that created
+// the request: for Cloud Tasks, the task as stored, with the name the service
+// gave an unnamed task and its create and schedule times. It is nil until
+// Observer.Created, and nil in Created for a deduplicated request
+// (ALREADY_EXISTS returns no task) or one an Expirer assumed created. The
+// engine keeps the pointer the call returned, nothing more.
+func (r *Request[T]) Returned() *cloudtaskspb.Task { return r.returned }
 
 // Observer receives the outcome of every request and every failed attempt.
 // Each call happens on the goroutine that called Submit or Flush, inside that
@@ -60,10 +69,11 @@ func (r *Request[T]) Attempts() int { return r.attempts }
 // FailureObserver hears which request failed the engine, and one that also
 // implements LatencyObserver hears how long each attempt's call took.
 type Observer[T any] interface {
-	// Created reports that Cloud Tasks accepted the request. deduplicated is
-	// true when the answer was ALREADY_EXISTS for a named task (an earlier
-	// attempt or run created it). Also called, with deduplicated false, when
-	// Expirer.Expired answered ExpiredAssumeCreated.
+	// Created reports that Cloud Tasks accepted the request; r.Returned()
+	// is the task the service returned. deduplicated is true when the answer
+	// was ALREADY_EXISTS for a named task (an earlier attempt or run created
+	// it). Also called, with deduplicated false, when Expirer.Expired answered
+	// ExpiredAssumeCreated.
 	Created(ctx context.Context, r *Request[T], deduplicated bool)
 	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT, or that the
 	// request was refused for its size before Cloud Tasks read it (TooLarge;
