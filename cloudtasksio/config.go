@@ -176,6 +176,13 @@ func (c Config) validate() error {
 	if _, err := c.staged(); err != nil {
 		return err
 	}
+	if c.Delivery == ExactlyOnce && c.Writer.AttemptTimeout != 0 {
+		timeout, staged := "Writer.AttemptTimeout", "Staged.RequestTimeout"
+		return errFields([]string{timeout, "Delivery"}, func(n namer) string {
+			return fmt.Sprintf("%s %v is set with exactly-once delivery, which bounds each create attempt by %s; set that instead",
+				n(timeout), c.Writer.AttemptTimeout, n(staged))
+		})
+	}
 	if err := c.checkCredentials(); err != nil {
 		return err
 	}

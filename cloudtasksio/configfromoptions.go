@@ -42,8 +42,8 @@ import (
 //   - sink.staged.name-retention, sink.staged.clock-skew-allowance,
 //     sink.staged.request-timeout, sink.staged.verify-queue-retention,
 //     sink.staged.expired-envelope-policy: StagedOptions, only accepted with exactly-once.
-//   - sink.in-flight.max-tasks, sink.channel-pool-size, sink.recovery.initial-backoff,
-//     sink.recovery.max-backoff, sink.recovery.max-attempts,
+//   - sink.in-flight.max-tasks, sink.channel-pool-size, sink.attempt-timeout,
+//     sink.recovery.initial-backoff, sink.recovery.max-backoff, sink.recovery.max-attempts,
 //     sink.recovery.not-found.initial-backoff, sink.recovery.not-found.max-backoff,
 //     sink.recovery.not-found.max-attempts, sink.metrics.per-destination,
 //     sink.queue-preflight, sink.in-flight.adaptive, sink.in-flight.adaptive-start-rate:
@@ -60,8 +60,8 @@ import (
 // An unknown key, a key of the other target family, a blank value (except for header values,
 // app-engine.relative-uri and format options), a value that does not parse or is out of range,
 // and a combination the sink would reject (OIDC with OAuth, an emulator with a key file, a
-// channel pool or a client.* connection key, a staged key without exactly-once, a max backoff
-// below its initial backoff) are reported as an *OptionError naming the key. Keys are checked
+// channel pool or a client.* connection key, a staged key without exactly-once or
+// sink.attempt-timeout with it, a max backoff below its initial backoff) are reported as an *OptionError naming the key. Keys are checked
 // in a fixed order, so the same options always give the same error. Checks that need the
 // element type (for example that an HTTP target without http.url has a `cloudtasks:"url"`
 // field) happen in TryWrite.

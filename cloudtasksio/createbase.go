@@ -162,9 +162,10 @@ func clientCreator(c interface {
 
 func engineOptions(o WriterOptions) engine.Options {
 	return engine.Options{
-		MaxInFlight: o.MaxInFlightTasks,
-		StartRate:   o.AdaptiveStartRate,
-		Transient:   engine.Budget{Initial: o.RecoveryInitialBackoff, Max: o.RecoveryMaxBackoff, MaxAttempts: o.RecoveryMaxAttempts},
-		NotFound:    engine.Budget{Initial: o.NotFoundRecoveryInitialBackoff, Max: o.NotFoundRecoveryMaxBackoff, MaxAttempts: o.NotFoundRecoveryMaxAttempts},
+		MaxInFlight:    o.MaxInFlightTasks,
+		StartRate:      o.AdaptiveStartRate,
+		AttemptTimeout: o.AttemptTimeout,
+		Transient:      engine.Budget{Initial: o.RecoveryInitialBackoff, Max: o.RecoveryMaxBackoff, MaxAttempts: o.RecoveryMaxAttempts},
+		NotFound:       engine.Budget{Initial: o.NotFoundRecoveryInitialBackoff, Max: o.NotFoundRecoveryMaxBackoff, MaxAttempts: o.NotFoundRecoveryMaxAttempts},
 	}
 }

@@ -178,6 +178,7 @@ var optionTable = slices.Concat(
 			func(c *Config) *ExpiredEnvelopePolicy { return &stagedOf(c).ExpiredEnvelopePolicy }),
 		optionOf("sink.in-flight.max-tasks", "Writer.MaxInFlightTasks", positiveIntValue, func(c *Config) *int { return &c.Writer.MaxInFlightTasks }),
 		optionOf("sink.channel-pool-size", "Writer.ChannelPoolSize", positiveIntValue, func(c *Config) *int { return &c.Writer.ChannelPoolSize }),
+		optionOf("sink.attempt-timeout", "Writer.AttemptTimeout", durationValue, func(c *Config) *time.Duration { return &c.Writer.AttemptTimeout }),
 		optionOf("sink.recovery.initial-backoff", "Writer.RecoveryInitialBackoff", durationValue,
 			func(c *Config) *time.Duration { return &c.Writer.RecoveryInitialBackoff }),
 		optionOf("sink.recovery.max-backoff", "Writer.RecoveryMaxBackoff", durationValue, func(c *Config) *time.Duration { return &c.Writer.RecoveryMaxBackoff }),

@@ -32,6 +32,12 @@ type WriterOptions struct {
 	// NotFoundRecoveryMaxAttempts is the number of NOT_FOUND attempts, the first included,
 	// before the bundle fails. Kept short so a mistyped queue fails fast. Default 3.
 	NotFoundRecoveryMaxAttempts int
+	// AttemptTimeout bounds each create attempt in at-least-once mode: an attempt unanswered
+	// after it is cancelled, counted as DEADLINE_EXCEEDED and retried on the transient budget
+	// (RecoveryMaxAttempts), so a hung endpoint holds a slot of MaxInFlightTasks no longer.
+	// Default 0: the Cloud Tasks client's own timeout, 20s. Otherwise positive, at most 30m.
+	// Exactly-once mode bounds its attempts by StagedOptions.RequestTimeout and refuses it.
+	AttemptTimeout time.Duration
 	// PerDestinationMetrics adds recordsSend and sendErrors counters per queue. Default false.
 	PerDestinationMetrics bool
 	// QueuePreflight decides what a worker does when, reading a queue once as it first writes
@@ -61,8 +67,8 @@ type WriterOptions struct {
 // DefaultWriterOptions returns the writer defaults that the zero value of each WriterOptions
 // field stands for: 1000 tasks in flight, the client's single connection, a transient budget
 // of 8 attempts backing off from 100ms to at most 10s, a NOT_FOUND budget of 3 attempts
-// backing off from 500ms to at most 2s, no per-queue metrics, the queue preflight in
-// PreflightWarn mode, and adaptive concurrency on.
+// backing off from 500ms to at most 2s, the client's own 20s per create attempt, no per-queue
+// metrics, the queue preflight in PreflightWarn mode, and adaptive concurrency on.
 func DefaultWriterOptions() WriterOptions {
 	return WriterOptions{
 		MaxInFlightTasks:               1000,
@@ -130,6 +136,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if o.AttemptTimeout < 0 || o.AttemptTimeout > maxRequestTimeout {
+		return o, errField("Writer.AttemptTimeout", "is %v; it must lie in 0..%v (0 means the client's own 20s)", o.AttemptTimeout, maxRequestTimeout)
 	}
 	if o.QueuePreflight < PreflightWarn || o.QueuePreflight > PreflightOff {
 		return o, errField("Writer.QueuePreflight", "%v is not PreflightWarn, PreflightFail or PreflightOff", o.QueuePreflight)

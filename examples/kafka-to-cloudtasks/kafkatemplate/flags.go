@@ -227,6 +227,7 @@ var flagTable = func() []Flag {
 		sinkFlag("sink.staged.expired-envelope-policy", "Staged: expired envelope policy", "Exactly-once: fail (default), assume-created (or its reference spelling assume-committed), create-anyway or drop (option key sink.staged.expired-envelope-policy).", `^(?i)(fail|assume-created|assume-committed|create-anyway|drop)$`),
 		sinkFlag("sink.in-flight.max-tasks", "Max tasks in flight", "Creates in flight or waiting to be retried per worker, default 1000 (option key sink.in-flight.max-tasks).", reCount),
 		sinkFlag("sink.channel-pool-size", "Channel pool size", "gRPC connections of the Cloud Tasks client, default one (option key sink.channel-pool-size).", reCount),
+		sinkFlag("sink.attempt-timeout", "Create attempt timeout", "How long one create call may take before it is cut and retried as DEADLINE_EXCEEDED, at most 30m; default the client's 20s (option key sink.attempt-timeout).", reDuration),
 		sinkFlag("sink.recovery.initial-backoff", "Retry initial backoff", "First wait after a transient failure, default 100ms (option key sink.recovery.initial-backoff).", reDuration),
 		sinkFlag("sink.recovery.max-backoff", "Retry max backoff", "Longest wait between transient retries, default 10s (option key sink.recovery.max-backoff).", reDuration),
 		sinkFlag("sink.recovery.max-attempts", "Retry max attempts", "Attempts of a create on transient failures, first included, default 8 (option key sink.recovery.max-attempts).", reCount),
