@@ -78,7 +78,13 @@ func runProcess(t testing.TB, extraEnv []string, name string, args ...string) st
 
 func tryProcess(t testing.TB, extraEnv []string, name string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), xlangTimeout)
+	return tryProcessWithin(t, xlangTimeout, extraEnv, name, args...)
+}
+
+// tryProcessWithin is tryProcess with its own bound on the process's time.
+func tryProcessWithin(t testing.TB, timeout time.Duration, extraEnv []string, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = append(offlineEnv("127.0.0.1:9"), extraEnv...)
@@ -320,4 +326,22 @@ func TestXlangPythonBadConfigurationsFailWhileThePipelineIsBuilt(t *testing.T) {
 		assert.Contains(t, got[name], want, name)
 		assert.NotContains(t, got[name], "SECRET-TOKEN", "%s: no header value is repeated", name)
 	}
+}
+
+func TestXlangPythonExampleWritesItsOrders(t *testing.T) {
+	python := requireEnv(t, pythonEnv, "the python of a virtual environment with apache-beam and beam_cloudtasks")
+	binary := requireEnv(t, xlangBinaryEnv, "the path of the cloudtasks-expansion-service program")
+	example, err := filepath.Abs("../../examples/xlang/python/write_orders.py")
+	require.NoError(t, err)
+	ct := newCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	out := runProcess(t, nil, python, example, "--binary", binary, "--project", ct.Queue.Project, "--location", ct.Queue.Location,
+		"--queue", ct.Queue.Name, "--url", "https://api.example.com/v1/orders", "--emulator", ct.Addr)
+	assert.Len(t, ct.Tasks(ct.Queue.Path()), 3, "the three orders with an id")
+	for _, id := range []string{"order-0001", "order-0002", "order-0004"} {
+		task, ok := ct.Task(ct.Queue.Path() + "/tasks/" + cloudtasksio.TaskID(id))
+		if assert.True(t, ok, "order %s", id) {
+			assert.Equal(t, "application/json", task.GetHttpRequest().GetHeaders()["Content-Type"])
+		}
+	}
+	assert.Contains(t, out, "(TASK_ID): the TaskIDFn failed", "the example prints the failed order")
 }
