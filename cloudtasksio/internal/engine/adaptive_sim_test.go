@@ -407,12 +407,13 @@ func TestSimulatedProcessesUnderAQuotaWithSporadicRefusals(t *testing.T) {
 	// 98% without it). A steady share costs more: once paced, a refusal lowers a process's
 	// rate whatever its cause, since its peers' excess looks the same to it; a rate pushed
 	// below an eighth of where slow start ended starts slow start again, which goes on
-	// through the share (74% held, against 61% with the controller of f1401b8).
+	// through the share (64-76% held in 20 runs, against 61% with the controller of f1401b8;
+	// the bound is a floor against a collapse, not that difference).
 	for _, c := range []struct {
 		sim  simCase
 		held float64
 	}{
-		{simCase{procs: 8, instances: 4, tasks: 20000, perSecond: 1000, burst: 100, latency: 30 * time.Millisecond, checkAtEnd: true, refuse: 0.02}, 0.65},
+		{simCase{procs: 8, instances: 4, tasks: 20000, perSecond: 1000, burst: 100, latency: 30 * time.Millisecond, checkAtEnd: true, refuse: 0.02}, 0.55},
 		{simCase{procs: 8, instances: 4, tasks: 20000, perSecond: 1000, burst: 100, latency: 30 * time.Millisecond, checkAtEnd: true, refuseBurst: 200, refuseAt: time.Second}, 0.8},
 	} {
 		r := simulate(t, c.sim)
