@@ -165,6 +165,32 @@ func TestBytesAndWindowedAndUnboundedInputsAreRead(t *testing.T) {
 	}
 }
 
+func TestAnAppEngineTargetTakesItsRelativeURIFromURLField(t *testing.T) {
+	r := newRequest(t, rowCoder(t, orderSchema()), with(baseConfig(), "http_url", nil, "target_type", "app-engine",
+		"app_engine_relative_uri", "/orders", "url_field", "url", "app_engine_headers", map[string]string{"X-A": "1"}))
+	resp := expand(t, r)
+	assert.Contains(t, resp.GetTransform().GetOutputs(), defaultErrorOutput)
+
+	msg := expandError(t, newRequest(t, rowCoder(t, orderSchema()), with(baseConfig(), "target_type", "app-engine")))
+	assert.Contains(t, msg, `field http_url (option "http.url"): belongs to target.type http, but target.type is app-engine`)
+}
+
+func TestExpansionsWithoutANamespaceGetIdsOfTheirOwn(t *testing.T) {
+	ids := func() map[string]bool {
+		r := newRequest(t, rowCoder(t, orderSchema()), baseConfig())
+		r.req.Namespace = ""
+		out := map[string]bool{}
+		for id := range expand(t, r).GetComponents().GetTransforms() {
+			out[id] = true
+		}
+		return out
+	}
+	first, second := ids(), ids()
+	for id := range first {
+		assert.False(t, second[id], "transform id %s is in both expansions", id)
+	}
+}
+
 func TestThePlainExternalPayloadIsExpandedToo(t *testing.T) {
 	r := newRequest(t, rowCoder(t, orderSchema()), nil)
 	s, row := configRow(t, with(baseConfig(), "error_handling", map[string]string{"output": "errs"}))

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"reflect"
 	"strings"
+	"sync/atomic"
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/graph/window"
@@ -39,6 +40,9 @@ const (
 	errorFieldCode
 	errorFieldDestination
 )
+
+// unnamedExpansions counts the expansions whose request had no namespace.
+var unnamedExpansions atomic.Int64
 
 // writePlan is one expansion's checked configuration.
 type writePlan struct {
@@ -97,10 +101,13 @@ func newWritePlan(st settings, in input, step string) (*writePlan, error) {
 // setBody checks the body format against the input, moves it to the step that makes the task
 // elements (the sink sends their body raw), and sets the Content-Type the format sends.
 func (p *writePlan) setBody() error {
-	body, headers := &p.cfg.HTTP.Body, &p.cfg.HTTP.Headers
+	var body *formats.Format
+	var headers *map[string]string
 	headersField := "http_headers"
 	if p.cfg.AppEngine != nil {
 		body, headers, headersField = &p.cfg.AppEngine.Body, &p.cfg.AppEngine.Headers, "app_engine_headers"
+	} else {
+		body, headers = &p.cfg.HTTP.Body, &p.cfg.HTTP.Headers
 	}
 	p.body = *body
 	*body = formats.Raw()
@@ -214,7 +221,9 @@ func (p *writePlan) expansion(req *requestParts, env *pipepb.Environment) (*jobp
 	}
 	ns := req.namespace
 	if ns == "" {
-		ns = "beam-cloudtasks-xlang-"
+		// Beam's SDKs always send one; without it, each expansion gets a prefix of its own so
+		// that two of them in one pipeline do not share ids.
+		ns = fmt.Sprintf("beam-cloudtasks-xlang-%d-", unnamedExpansions.Add(1))
 	}
 	out := g.namespaced(ns, req.uniqueName, p.in)
 	transform := out.Transforms[ns+g.write]
