@@ -156,8 +156,17 @@ def case_construction_errors(args, beam_args):
       return "%s: %s" % (type(e).__name__, e)
     return "no error"
 
+  def unserved_release():
+    import beam_cloudtasks
+    try:
+      beam_cloudtasks.check_beam_version("2.60.0")
+    except ValueError as e:
+      return "%s: %s" % (type(e).__name__, e)
+    return "no error"
+
   rows = orders(3)
   return {
+      "unserved Beam release": unserved_release(),
       "unknown field":
       attempt(rows, Order, http_ur="https://example.com"),
       "wrong type":
