@@ -30,8 +30,9 @@ type Config struct {
 
 	// TaskIDFn opts in to named tasks: a top-level func(T) (string, error) registered with the
 	// Beam register package. The task id is TaskID(key), so a replayed element is deduplicated
-	// by Cloud Tasks. An error sends the element to the failure policy; an empty key fails the
-	// bundle. An element type with a `cloudtasks:"task-id"` field does the same without it.
+	// by Cloud Tasks. An error or an empty key sends the element to the failure policy
+	// (CodeTaskID). An element type with a `cloudtasks:"task-id"` field does the same without
+	// it.
 	TaskIDFn any
 
 	// Delivery selects at-least-once creation (the default) or exactly-once staged creation.

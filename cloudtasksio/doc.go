@@ -18,7 +18,7 @@
 // # Failures and dead letters
 //
 // Four failures belong to one element and go to the [FailurePolicy] in Config.OnFailure:
-// the task could not be built ([CodeSerialization]), the task-id function failed
+// the task could not be built ([CodeSerialization]), the element gave no task-id key
 // ([CodeTaskID]), Cloud Tasks answered INVALID_ARGUMENT ([CodeInvalidArgument]), or the task
 // is too large to create: over 1 MiB, never sent, or refused for its size by the gRPC
 // transport ([CodeTaskTooLarge]; never retried, never taken for a quota throttle). Every

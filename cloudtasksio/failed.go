@@ -22,7 +22,8 @@ const (
 	// CodeSerialization: the task could not be built for the element (the Serializer, the
 	// body format or the struct-tag metadata failed). The dead letter carries no Payload.
 	CodeSerialization = "SERIALIZATION"
-	// CodeTaskID: the TaskIDFn failed for the element. Payload is the unnamed task.
+	// CodeTaskID: the element has no key: the TaskIDFn failed or returned an empty key, or
+	// the `cloudtasks:"task-id"` field is empty. Payload is the unnamed task.
 	CodeTaskID = "TASK_ID"
 	// CodeInvalidArgument: the task is invalid, found by the sink before sending it or
 	// answered INVALID_ARGUMENT by Cloud Tasks. Payload is the task.

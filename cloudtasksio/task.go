@@ -212,8 +212,9 @@ func (b *taskBuilder) request(elem any, md *bodyformat.Metadata) (*cloudtaskspb.
 }
 
 // key returns the deduplication key of elem, or ok == false when tasks are not named. A
-// failing TaskIDFn goes to the failure policy; an empty key fails the bundle, because it
-// would fail for every element alike.
+// failing TaskIDFn and an empty key are the element's failure (CodeTaskID), for the failure
+// policy: a key is read from the element, and one record without one must not stop a job
+// that chose to dead-letter its bad records.
 func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.Task) (key string, ok bool, err error) {
 	switch {
 	case b.taskID != nil:
@@ -223,12 +224,12 @@ func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.
 		}
 		key, _ = out.(string)
 		if key == "" {
-			return "", false, errors.New("Config.TaskIDFn returned an empty key; every named task needs a non-empty key")
+			return "", false, &elementFailure{code: CodeTaskID, task: task, err: errors.New("Config.TaskIDFn returned an empty key; every named task needs a non-empty key")}
 		}
 		return key, true, nil
 	case md != nil && md.HasTaskID:
 		if md.TaskID == "" {
-			return "", false, fmt.Errorf("the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())
+			return "", false, &elementFailure{code: CodeTaskID, task: task, err: fmt.Errorf("the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())}
 		}
 		return md.TaskID, true, nil
 	}

@@ -249,8 +249,6 @@ func TestConfigurationFailuresFailTheBundleWhateverThePolicy(t *testing.T) {
 		elem any
 		want string
 	}{
-		"empty TaskIDFn key":         {cloudtasksio.Config{Queue: testQueue, Serializer: serializeOrder, TaskIDFn: keyOfOrder}, order{ID: "empty", Amount: 1}, "empty key"},
-		"empty task-id field":        {cloudtasksio.Config{Queue: testQueue, HTTP: validHTTP()}, keyedOrder{ID: "1"}, "task-id"},
 		"QueueFn error":              {cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder}, order{ID: "1", Amount: 1, Region: "bad"}, "QueueFn failed"},
 		"QueueFn invalid queue":      {cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder}, order{ID: "1", Amount: 1, Region: "invalid"}, "QueueFn returned an invalid queue"},
 		"QueueFn malformed location": {cloudtasksio.Config{QueueFn: queueByRegion, Serializer: serializeOrder}, order{ID: "1", Amount: 1, Region: "invalid-location"}, "Queue.Location"},
