@@ -225,14 +225,17 @@ func keyText(v reflect.Value) string {
 	return ""
 }
 
-// scheduleTime reads an RFC 3339 string or an integer of seconds since the Unix epoch; null or
-// "" is the zero time (now).
+// scheduleTime reads an instant, an RFC 3339 string or an integer of seconds since the Unix
+// epoch; null or "" is the zero time (now).
 func scheduleTime(v reflect.Value) (time.Time, error) {
 	if v.Kind() == reflect.Pointer {
 		if v.IsNil() {
 			return time.Time{}, nil
 		}
 		v = v.Elem()
+	}
+	if at, ok := instantOf(v); ok {
+		return at, nil
 	}
 	switch v.Kind() {
 	case reflect.String:

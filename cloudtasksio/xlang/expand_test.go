@@ -244,8 +244,8 @@ func TestBadRequestsAreRefusedWithAClearError(t *testing.T) {
 		{name: "a field type the Go SDK cannot read", req: newRequest(t, rowCoder(t, &pipepb.Schema{Fields: []*pipepb.Field{
 			{Name: "id", Type: atomicType(pipepb.AtomicType_STRING, false)},
 			{Name: "at", Type: &pipepb.FieldType{TypeInfo: &pipepb.FieldType_LogicalType{LogicalType: &pipepb.LogicalType{
-				Urn: "beam:logical_type:micros_instant:v1", Representation: atomicType(pipepb.AtomicType_INT64, false)}}}}}}), baseConfig()),
-			says: []string{`input field "at" holds logical type "beam:logical_type:micros_instant:v1", which Beam's Go SDK cannot read`}},
+				Urn: "beam:logical_type:python_callable:v1", Representation: atomicType(pipepb.AtomicType_STRING, false)}}}}}}), baseConfig()),
+			says: []string{`input field "at" holds logical type "beam:logical_type:python_callable:v1", which Beam's Go SDK cannot read`}},
 		{name: "a field name the Go SDK cannot read", req: newRequest(t, rowCoder(t, &pipepb.Schema{Fields: []*pipepb.Field{
 			{Name: "order-id", Type: atomicType(pipepb.AtomicType_STRING, false)}}}), baseConfig()),
 			says: []string{`input field "order-id"`, "rename it"}},

@@ -126,7 +126,7 @@ func buildFields() []field {
 		field{Name: fieldURL, Kind: kindText, Description: "Names the input row's string field holding the task's URL (relative URI for " +
 			"target_type app-engine); a null or empty value uses http_url (app_engine_relative_uri). Rows only."},
 		field{Name: fieldScheduleTime, Kind: kindText, Description: "Names the input row's field holding when the task is dispatched: " +
-			"an RFC 3339 string such as 2026-05-01T09:30:00Z, or an integer of seconds since the Unix epoch; null or empty: as soon as the queue allows. Rows only."},
+			"a timestamp (Python Timestamp, Java DATETIME), an RFC 3339 string such as 2026-05-01T09:30:00Z, or an integer of seconds since the Unix epoch; null or empty: as soon as the queue allows. Rows only."},
 		field{Name: fieldOnFailure, Kind: kindText, Description: "What an element that cannot become a task does (the body cannot be built, " +
 			"Cloud Tasks answers INVALID_ARGUMENT, a task id is empty, the task is too large): fail (the default) fails the bundle, " +
 			"log_and_drop logs it and drops it, dead_letter sends it to the error_handling output (the default with error_handling)."},

@@ -102,7 +102,7 @@ func rowType(s *pipepb.Schema) (t reflect.Type, err error) {
 		for _, f := range s.GetFields() {
 			if _, ferr := schema.ToType(&pipepb.Schema{Fields: []*pipepb.Field{f}}); ferr != nil {
 				return nil, configErr("input field %s holds %s, which Beam's Go SDK cannot read; convert it before this transform "+
-					"(a time, for example, to an RFC 3339 string)", quoteName(f.GetName()), typeName(f.GetType()))
+					"(for example to a string)", quoteName(f.GetName()), typeName(f.GetType()))
 			}
 		}
 		return nil, configErr("Beam's Go SDK cannot read the input's row schema: %s", boundedtext.Cut(err.Error(), 512))
@@ -138,7 +138,7 @@ func checkMetadataFields(st settings, in input) error {
 	named := []struct{ setting, field, accepts string }{
 		{fieldTaskID, st.taskIDField, "a string or an integer"},
 		{fieldURL, st.urlField, "a string"},
-		{fieldScheduleTime, st.scheduleTimeField, "an RFC 3339 string or an integer of seconds since the Unix epoch"},
+		{fieldScheduleTime, st.scheduleTimeField, "an instant (micros_instant, millis_instant), an RFC 3339 string or an integer of seconds since the Unix epoch"},
 	}
 	for _, n := range named {
 		if n.field == "" {
@@ -165,9 +165,11 @@ func checkMetadataFields(st settings, in input) error {
 		case fieldURL:
 			ok = a == pipepb.AtomicType_STRING
 		case fieldScheduleTime:
-			ok = a == pipepb.AtomicType_STRING || a == pipepb.AtomicType_INT64 || a == pipepb.AtomicType_INT32 || a == pipepb.AtomicType_INT16
+			urn := t.GetLogicalType().GetUrn()
+			ok = a == pipepb.AtomicType_STRING || a == pipepb.AtomicType_INT64 || a == pipepb.AtomicType_INT32 || a == pipepb.AtomicType_INT16 ||
+				urn == urnMicrosInstant || urn == urnMillisInstant
 		}
-		if t.GetTypeInfo() == nil || !ok || t.GetAtomicType() == pipepb.AtomicType_UNSPECIFIED {
+		if !ok {
 			return configErr("field %s names %s, which holds %s; it must hold %s", n.setting, quoteName(n.field), typeName(t), n.accepts)
 		}
 	}

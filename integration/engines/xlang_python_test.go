@@ -307,6 +307,25 @@ func TestXlangPythonBytesThroughAServiceItStarts(t *testing.T) {
 	assert.Equal(t, "payload-0", bodies[0], "the bytes are the body as they are")
 }
 
+func TestXlangPythonTimestampsAreReadAndScheduleTheTasks(t *testing.T) {
+	python := requireEnv(t, pythonEnv, "the python of a virtual environment with apache-beam and beam_cloudtasks")
+	service := requireEnv(t, xlangServiceEnv, "the host:port of a running cloudtasks-expansion-service")
+	ct := newCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	res := readResult(t, runCase(t, python, "timestamps", []string{"--emulator", ct.Addr, "--service", service}, nil))
+	assert.Empty(t, res.Errors)
+	tasks := ct.Tasks(ct.Queue.Path())
+	require.Len(t, tasks, 3)
+	for _, task := range tasks {
+		at := task.GetScheduleTime().AsTime()
+		assert.WithinDuration(t, time.Now().Add(time.Hour), at, 10*time.Minute, "the Timestamp field is the schedule time")
+		var body map[string]any
+		require.NoError(t, json.Unmarshal(task.GetHttpRequest().GetBody(), &body))
+		assert.Equal(t, at.UTC().Format(time.RFC3339), body["at"], "a JSON body writes the Timestamp as RFC 3339")
+		assert.IsType(t, float64(0), body["price"])
+		assert.IsType(t, []any{}, body["tags"])
+	}
+}
+
 func TestXlangPythonBadConfigurationsFailWhileThePipelineIsBuilt(t *testing.T) {
 	python := requireEnv(t, pythonEnv, "the python of a virtual environment with apache-beam and beam_cloudtasks")
 	service := requireEnv(t, xlangServiceEnv, "the host:port of a running cloudtasks-expansion-service")

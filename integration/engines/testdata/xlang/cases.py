@@ -16,11 +16,13 @@ import json
 import os
 import sys
 import tempfile
+import time
 import typing
 
 import apache_beam as beam
 from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.utils.timestamp import Timestamp
 from beam_cloudtasks import WriteToCloudTasks
 
 
@@ -146,6 +148,25 @@ def case_bytes(args, beam_args):
   return run_write(args, beam_args, elements, bytes, http_headers={"Content-Type": "text/plain"})
 
 
+class Event(typing.NamedTuple):
+  id: str
+  at: Timestamp
+  price: float
+  tags: typing.List[str]
+
+
+beam.coders.registry.register_coder(Event, beam.coders.RowCoder)
+
+
+def case_timestamps(args, beam_args):
+  """Rows with a Timestamp (logical type micros_instant), a float and a list; the Timestamp is
+  the schedule time."""
+  soon = Timestamp.of(int(time.time()) + 3600)
+  events = [Event("event-%d" % i, soon, i + 0.5, ["a", "b"][:i]) for i in range(3)]
+  return run_write(
+      args, beam_args, events, Event, task_id_field="id", schedule_time_field="at")
+
+
 def case_construction_errors(args, beam_args):
   """Builds pipelines the service must refuse; returns each error's text."""
   def attempt(elements, element_type, **config):
@@ -237,6 +258,7 @@ CASES = {
     "rows": case_rows,
     "replay": case_replay,
     "bytes": case_bytes,
+    "timestamps": case_timestamps,
     "construction-errors": case_construction_errors,
 }
 
