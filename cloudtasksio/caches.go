@@ -77,6 +77,15 @@ func newAdaptive() *engine.Adaptive {
 // Bound: queueStateIdleTTL and maxQueueStates.
 var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
 
+// destinationFailures holds the queues whose failure (NOT_FOUND after its budget,
+// PERMISSION_DENIED, FAILED_PRECONDITION) a worker process met under DestinationIsolate
+// (writeFn.DestinationFailed), so that the next elements for them go to the failure policy at
+// once, by every instance of the process.
+// Key: destinationKey (client setting, queue).
+// Bound: destinationFailureTTL after the queue's last failure, and maxQueueStates (the least
+// recently failed queue is forgotten first).
+var destinationFailures = failedDestinations{TTL: destinationFailureTTL, MaxEntries: maxQueueStates}
+
 // verified holds the exactly-once retention verdicts (verifyRetention): that a queue keeps
 // task names at least as long as the staged options assume, or that the server cannot say
 // (an emulator without the v2beta3 API). A failed check is a failure, kept for

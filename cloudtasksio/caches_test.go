@@ -83,10 +83,10 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 
 // processCaches are the package-level caches of a worker process, by name: caches.go
 // documents each (what it holds, its key, its bound).
-var processCaches = []string{"v2Clients", "betaClients", "adaptives", "preflights", "verified"}
+var processCaches = []string{"v2Clients", "betaClients", "adaptives", "preflights", "destinationFailures", "verified"}
 
 // TestEveryProcessCacheIsDeclaredInCachesGo finds every package-level variable of a cache type
-// (gcpconn.Cache, clientCache, sync.Map) in the package's files, and wants exactly the
+// (gcpconn.Cache, clientCache, failedDestinations, sync.Map) in the package's files, and wants exactly the
 // documented ones, all in caches.go, each with a doc comment that gives its key and bound.
 func TestEveryProcessCacheIsDeclaredInCachesGo(t *testing.T) {
 	files, err := filepath.Glob("*.go")
@@ -111,7 +111,7 @@ func TestEveryProcessCacheIsDeclaredInCachesGo(t *testing.T) {
 						typ = lit.Type
 					}
 				}
-				if typ == nil || !regexp.MustCompile(`^(gcpconn\.Cache|clientCache)\[|^sync\.Map$`).MatchString(types.ExprString(typ)) {
+				if typ == nil || !regexp.MustCompile(`^(gcpconn\.Cache|clientCache)\[|^(failedDestinations|sync\.Map)$`).MatchString(types.ExprString(typ)) {
 					continue
 				}
 				doc := vs.Doc
@@ -146,6 +146,8 @@ func TestPerQueueCachesAreBoundedAndClientCachesAreNot(t *testing.T) {
 	assert.Equal(t, maxQueueStates, preflights.MaxEntries, "preflights")
 	assert.Equal(t, queueStateIdleTTL, verified.IdleTTL, "verified")
 	assert.Equal(t, maxQueueStates, verified.MaxEntries, "verified")
+	assert.Equal(t, maxQueueStates, destinationFailures.MaxEntries, "destinationFailures")
+	assert.Equal(t, gcpconn.FailureTTL, destinationFailures.TTL, "destinationFailures: a failed queue is remembered as a failed read is")
 	a := newAdaptive()
 	assert.Equal(t, queueStateIdleTTL, a.IdleTTL, "the per-queue limits of an adaptive state")
 	assert.Equal(t, maxQueueStates, a.MaxQueues, "the per-queue limits of an adaptive state")

@@ -45,6 +45,11 @@ type Config struct {
 	// OnFailure decides what happens to an element whose task cannot be built or that Cloud
 	// Tasks rejects as invalid. The default fails the bundle.
 	OnFailure FailurePolicy
+	// OnDestinationFailure decides what a failure of one queue does (NOT_FOUND once its retry
+	// budget is spent, PERMISSION_DENIED, FAILED_PRECONDITION). The default fails the bundle;
+	// DestinationIsolate sends that queue's elements to OnFailure and creates the other
+	// queues' tasks, for a QueueFn over many queues.
+	OnDestinationFailure DestinationFailurePolicy
 
 	// EmulatorEndpoint points the sink at a Cloud Tasks emulator ("host:port") over a plaintext
 	// connection without credentials. Never use it for the production service.
@@ -173,6 +178,14 @@ func (c Config) validate() error {
 	}
 	if c.OnFailure < FailBundle || c.OnFailure > DeadLetter {
 		return errField("OnFailure", "%v is not FailBundle, LogAndDrop or DeadLetter", c.OnFailure)
+	}
+	if c.OnDestinationFailure < DestinationFailBundle || c.OnDestinationFailure > DestinationIsolate {
+		return errField("OnDestinationFailure", "%v is not DestinationFailBundle or DestinationIsolate", c.OnDestinationFailure)
+	}
+	if c.OnDestinationFailure == DestinationIsolate && c.Delivery == ExactlyOnce {
+		return errFields([]string{"OnDestinationFailure", "Delivery"}, func(n namer) string {
+			return n("OnDestinationFailure") + " DestinationIsolate requires " + n("Delivery") + " AtLeastOnce: in exactly-once mode every failure fails the bundle"
+		})
 	}
 	if _, err := c.staged(); err != nil {
 		return err

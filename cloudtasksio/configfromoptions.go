@@ -39,6 +39,8 @@ import (
 //   - client.endpoint, client.quota-project, client.impersonate-service-account,
 //     client.impersonate-delegates, client.universe-domain, client.telemetry: ClientOptions.
 //   - sink.delivery-guarantee: "at-least-once" (default) or "exactly-once".
+//   - sink.destination-failure: Config.OnDestinationFailure, "fail" (default) or "isolate"
+//     (at-least-once only; TryWrite then wants OnFailure LogAndDrop or DeadLetter).
 //   - sink.staged.name-retention, sink.staged.clock-skew-allowance,
 //     sink.staged.request-timeout, sink.staged.verify-queue-retention,
 //     sink.staged.expired-envelope-policy: StagedOptions, only accepted with exactly-once.

@@ -23,9 +23,12 @@
 // is too large to create: over 1 MiB, never sent, or refused for its size by the gRPC
 // transport ([CodeTaskTooLarge]; never retried, never taken for a quota throttle). Every
 // other failure (a queue function error, a status that is not retried, an exhausted retry
-// budget) fails the bundle whatever the policy. Transient statuses (UNAVAILABLE,
-// DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) and NOT_FOUND are retried inside the sink with
-// backoff; see [WriterOptions].
+// budget) fails the bundle whatever the policy, except that under
+// Config.OnDestinationFailure [DestinationIsolate] a failure of one queue (NOT_FOUND after its
+// budget, PERMISSION_DENIED, FAILED_PRECONDITION) goes to the policy for that queue's elements
+// only ([CodeNotFound], [CodePermissionDenied], [CodeFailedPrecondition]). Transient
+// statuses (UNAVAILABLE, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED) and NOT_FOUND are retried
+// inside the sink with backoff; see [WriterOptions].
 //
 // Under [DeadLetter], Write returns one deadletter.FailedElement per routed failure, with
 // Connector set to [Connector] ("cloudtasks"), Destination the queue path, Code one of the Code constants,
@@ -100,6 +103,9 @@
 //	                                                    counted in numRecordsSend
 //	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
 //	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
+//	queueFailures                         counter       with DestinationIsolate: elements sent to the failure policy
+//	                                                    because their queue failed (also in numRecordsSendErrors)
+//	destination.<queue path>.queueFailures counter      queueFailures per queue, with PerDestinationMetrics
 //
 // One counter lies outside that namespace, in [ThrottlingMetricsNamespace]
 // ("dataflow-throttling-metrics"), one in which Dataflow's Java worker reads throttled time:

@@ -16,8 +16,9 @@ import (
 // Connector is the deadletter.FailedElement.Connector of every dead letter this sink produces.
 const Connector = "cloudtasks"
 
-// Codes of deadletter.FailedElement.Code for the four failures that reach the failure
-// policy. Every other failure fails the bundle and produces no dead letter.
+// Codes of deadletter.FailedElement.Code for the failures that reach the failure policy: four
+// of an element, and three of its queue under DestinationIsolate. Every other failure fails the
+// bundle and produces no dead letter.
 const (
 	// CodeSerialization: the task could not be built for the element (the Serializer, the
 	// body format or the struct-tag metadata failed). The dead letter carries no Payload.
@@ -35,6 +36,18 @@ const (
 	// read it. Neither is retried, and neither is taken for a quota throttle. Payload is the
 	// task.
 	CodeTaskTooLarge = "TASK_TOO_LARGE"
+
+	// CodeNotFound: under Config.OnDestinationFailure DestinationIsolate, the element's queue
+	// answered NOT_FOUND until its retry budget was spent (it does not exist, was deleted, or
+	// is still being created), or the worker process had met that shortly before and did not
+	// send the task. Payload is the task.
+	CodeNotFound = "NOT_FOUND"
+	// CodePermissionDenied: as CodeNotFound, for PERMISSION_DENIED: the sink's identity may not
+	// create tasks in the queue.
+	CodePermissionDenied = "PERMISSION_DENIED"
+	// CodeFailedPrecondition: as CodeNotFound, for FAILED_PRECONDITION: the queue cannot take
+	// tasks as it is.
+	CodeFailedPrecondition = "FAILED_PRECONDITION"
 )
 
 // elementFailure is a data-shaped failure of one element: it goes to the failure policy. task

@@ -108,6 +108,12 @@ const ThrottlingMetricsNamespace = "dataflow-throttling-metrics"
 // once per bundle, when the bundle ends or fails, and stays 0 with adaptive concurrency off.
 const MetricThrottlingMsecs = "throttling-msecs"
 
+// MetricQueueFailures counts the elements Config.OnDestinationFailure DestinationIsolate sent to
+// the failure policy because their queue failed (CodeNotFound, CodePermissionDenied,
+// CodeFailedPrecondition): after their own attempts, or at once while the worker process
+// remembered the queue's failure. Each is also counted in MetricRecordsSendErrors.
+const MetricQueueFailures = "queueFailures"
+
 // MetricErrorClass returns the name of the counter of failed create attempts whose outermost
 // gRPC status is code ("UNAVAILABLE", "INVALID_ARGUMENT", ...): "errorClass.<code>.errors".
 func MetricErrorClass(code string) string { return "errorClass." + code + ".errors" }
@@ -125,6 +131,12 @@ func MetricDestinationSendErrors(queuePath string) string {
 	return "destination." + queuePath + ".sendErrors"
 }
 
+// MetricDestinationQueueFailures returns the name of the per-queue MetricQueueFailures counter
+// that WriterOptions.PerDestinationMetrics adds: "destination.<queue path>.queueFailures".
+func MetricDestinationQueueFailures(queuePath string) string {
+	return "destination." + queuePath + ".queueFailures"
+}
+
 // sinkMetrics are the sink's Beam metrics. Counters count elements, not attempts, except
 // errorClass.<CODE>.errors, which counts every failed attempt by its outermost status.
 type sinkMetrics struct {
@@ -135,6 +147,7 @@ type sinkMetrics struct {
 	deduplicated       beam.Counter      // tasksDeduplicated: ALREADY_EXISTS answers for named tasks
 	tooLarge           beam.Counter      // tasksTooLarge: elements whose task was too large to create
 	elementsNotEncoded beam.Counter      // deadLetterElementsNotEncoded: dead letters without their element
+	queueFailures      beam.Counter      // queueFailures: elements of a failed queue, under DestinationIsolate
 	inFlight, parked   beam.Gauge        // inFlightTasks, parkedTasks
 	adaptiveLimit      beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
 	attemptLatency     beam.Distribution // createAttemptLatencyMillis: per attempt
@@ -153,6 +166,7 @@ func newSinkMetrics(perDestination bool) *sinkMetrics {
 		deduplicated:       beam.NewCounter(MetricsNamespace, MetricTasksDeduplicated),
 		tooLarge:           beam.NewCounter(MetricsNamespace, MetricTasksTooLarge),
 		elementsNotEncoded: beam.NewCounter(MetricsNamespace, MetricDeadLetterElementsNotEncoded),
+		queueFailures:      beam.NewCounter(MetricsNamespace, MetricQueueFailures),
 		inFlight:           beam.NewGauge(MetricsNamespace, MetricInFlightTasks),
 		parked:             beam.NewGauge(MetricsNamespace, MetricParkedTasks),
 		adaptiveLimit:      beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
@@ -180,6 +194,14 @@ func (m *sinkMetrics) failed(ctx context.Context, queue string) {
 	m.recordsErrors.Inc(ctx, 1)
 	if m.perDestination && queue != "" {
 		beam.NewCounter(MetricsNamespace, MetricDestinationSendErrors(queue)).Inc(ctx, 1)
+	}
+}
+
+// queueFailed counts an element of a failed queue; the failure policy counts it as a send error.
+func (m *sinkMetrics) queueFailed(ctx context.Context, queue string) {
+	m.queueFailures.Inc(ctx, 1)
+	if m.perDestination {
+		beam.NewCounter(MetricsNamespace, MetricDestinationQueueFailures(queue)).Inc(ctx, 1)
 	}
 }
 

@@ -27,6 +27,8 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricAdaptiveConcurrencyLimit, "adaptiveConcurrencyLimit"},
 	{cloudtasksio.MetricDestinationRecordsSend("<queue path>"), "destination.<queue path>.recordsSend"},
 	{cloudtasksio.MetricDestinationSendErrors("<queue path>"), "destination.<queue path>.sendErrors"},
+	{cloudtasksio.MetricQueueFailures, "queueFailures"},
+	{cloudtasksio.MetricDestinationQueueFailures("<queue path>"), "destination.<queue path>.queueFailures"},
 	{cloudtasksio.MetricExpiredEnvelopesFailed, "expiredEnvelopesFailed"},
 	{cloudtasksio.MetricExpiredEnvelopesAssumedCreated, "expiredEnvelopesAssumedCreated"},
 	{cloudtasksio.MetricExpiredEnvelopesCreatedAnyway, "expiredEnvelopesCreatedAnyway"},
@@ -80,6 +82,9 @@ func TestDeadLetterVocabularyIsTheDocumentedOne(t *testing.T) {
 	assert.Equal(t, "TASK_ID", cloudtasksio.CodeTaskID)
 	assert.Equal(t, "INVALID_ARGUMENT", cloudtasksio.CodeInvalidArgument)
 	assert.Equal(t, "TASK_TOO_LARGE", cloudtasksio.CodeTaskTooLarge)
+	assert.Equal(t, "NOT_FOUND", cloudtasksio.CodeNotFound)
+	assert.Equal(t, "PERMISSION_DENIED", cloudtasksio.CodePermissionDenied)
+	assert.Equal(t, "FAILED_PRECONDITION", cloudtasksio.CodeFailedPrecondition)
 }
 
 func TestEnumsPrintTheirNames(t *testing.T) {
@@ -99,6 +104,9 @@ func TestEnumsPrintTheirNames(t *testing.T) {
 		{cloudtasksio.ExpiredCreateAnyway, "ExpiredCreateAnyway"},
 		{cloudtasksio.ExpiredDrop, "ExpiredDrop"},
 		{cloudtasksio.ExpiredEnvelopePolicy(4), "ExpiredEnvelopePolicy(4)"},
+		{cloudtasksio.DestinationFailBundle, "DestinationFailBundle"},
+		{cloudtasksio.DestinationIsolate, "DestinationIsolate"},
+		{cloudtasksio.DestinationFailurePolicy(2), "DestinationFailurePolicy(2)"},
 	} {
 		assert.Equal(t, c.want, c.v.String())
 		assert.Equal(t, c.want, fmt.Sprint(c.v))

@@ -164,6 +164,8 @@ var optionTable = slices.Concat(
 		optionOf("sink.delivery-guarantee", "Delivery", enumValue("at-least-once, exactly-once",
 			map[string]DeliveryGuarantee{"at-least-once": AtLeastOnce, "exactly-once": ExactlyOnce}),
 			func(c *Config) *DeliveryGuarantee { return &c.Delivery }),
+		optionOf("sink.destination-failure", "OnDestinationFailure", enumValue("fail, isolate", destinationFailureByValue),
+			func(c *Config) *DestinationFailurePolicy { return &c.OnDestinationFailure }),
 		optionOf("sink.staged.name-retention", "Staged.NameRetention", durationValue, func(c *Config) *time.Duration { return &stagedOf(c).NameRetention }),
 		optionOf("sink.staged.clock-skew-allowance", "Staged.ClockSkewAllowance", durationOrZeroValue,
 			func(c *Config) *time.Duration { return &stagedOf(c).ClockSkewAllowance }),

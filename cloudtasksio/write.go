@@ -78,7 +78,9 @@ type sinkSpec struct {
 	Staged     StagedOptions
 	Writer     WriterOptions
 	OnFailure  FailurePolicy
-	Client     clientSpec
+	// OnDestinationFailure is left out of the JSON when it is the default.
+	OnDestinationFailure DestinationFailurePolicy `json:",omitempty"`
+	Client               clientSpec
 	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
 	Elem *beam.EncodedType `json:",omitempty"`
 }
@@ -91,8 +93,11 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.checkDestinationPolicy(); err != nil {
+		return nil, err
+	}
 	spec := &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, OnFailure: cfg.OnFailure,
-		Elem: &beam.EncodedType{T: elem}}
+		OnDestinationFailure: cfg.OnDestinationFailure, Elem: &beam.EncodedType{T: elem}}
 	var err error
 	for _, f := range []struct {
 		field string
@@ -165,7 +170,7 @@ func (s *sinkSpec) checkOnWorker(step DeliveryGuarantee) error {
 func (s *sinkSpec) config() Config {
 	settings := s.Client.Settings
 	c := Config{Queue: s.Queue, HTTP: s.HTTP, AppEngine: s.AppEngine, Delivery: s.Delivery, Writer: s.Writer, OnFailure: s.OnFailure,
-		EmulatorEndpoint: s.Client.EmulatorEndpoint, ServiceAccountKeyFile: s.Client.ServiceAccountKeyFile,
+		OnDestinationFailure: s.OnDestinationFailure, EmulatorEndpoint: s.Client.EmulatorEndpoint, ServiceAccountKeyFile: s.Client.ServiceAccountKeyFile,
 		Client: ClientOptions{Endpoint: settings.Endpoint, QuotaProject: settings.QuotaProject,
 			ImpersonateServiceAccount: settings.ImpersonateServiceAccount, ImpersonateDelegates: settings.Delegates(),
 			UniverseDomain: settings.UniverseDomain, Telemetry: TelemetryOn}}

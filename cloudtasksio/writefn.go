@@ -35,6 +35,10 @@ type writeFn struct {
 	elemEncErr  error                      // why elemEnc is nil under DeadLetter
 	// emitCreated emits a created task (writeResultFn); nil in plain Write, which builds none.
 	emitCreated func(beam.EventTime, CreatedTask)
+	// destinations remembers failed queues under DestinationIsolate: nil is the process's
+	// (destinationFailures), a test may set its own.
+	destinations *failedDestinations
+	isolated     bundleLines // queues this bundle found failed under DestinationIsolate
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -91,6 +95,7 @@ func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, dea
 		return err
 	}
 	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
+	f.summarizeIsolated(ctx)
 	f.panicLogged = false
 	f.start(clientCreator(client), engineOptions(f.Spec.Writer), f)
 	f.emit = emit
@@ -117,6 +122,12 @@ func (f *writeFn) processElement(ctx context.Context, et beam.EventTime, elem be
 		f.metrics.recordsSkipped.Inc(ctx, 1)
 		return nil
 	}
+	if done, err := f.failFast(ctx, et, elem, req); done {
+		if err != nil {
+			return f.failBundle(ctx, err)
+		}
+		return nil
+	}
 	tag := &pendingTask{eventTime: et, queue: req.Parent, bytes: bytes}
 	if f.Spec.OnFailure == DeadLetter {
 		tag.elem = elem
@@ -131,6 +142,7 @@ func (f *writeFn) finishBundle(ctx context.Context, emit func(beam.EventTime, de
 	f.emit = emit
 	err := f.finish(ctx)
 	f.summarizeDrops(ctx)
+	f.summarizeIsolated(ctx)
 	return err
 }
 

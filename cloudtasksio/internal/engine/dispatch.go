@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
@@ -136,9 +137,14 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 			if d.class == NotFound {
 				hint = "; the queue does not exist, or is reactivating after being idle"
 			}
-			e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+			err := &createError{cause: c.err, msg: fmt.Sprintf(
 				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
-				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))})
+				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))}
+			if d.class == NotFound {
+				e.failDestination(ctx, r, code, err)
+			} else {
+				e.failRequest(ctx, r, err)
+			}
 			return
 		}
 		wait, quota := budget.backoff(*failures, e.opts.Jitter()), false
@@ -151,9 +157,27 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 			e.quotaParked++
 		}
 	default:
-		e.failRequest(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
+		err := &createError{cause: c.err, msg: fmt.Sprintf(
 			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
-			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))})
+			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))}
+		if d.hasCode && (d.code == codes.PermissionDenied || d.code == codes.FailedPrecondition) {
+			e.failDestination(ctx, r, code, err)
+		} else {
+			e.failRequest(ctx, r, err)
+		}
+	}
+}
+
+// failDestination hands a failure about r's queue to the DestinationObserver:
+// its nil answer leaves the engine running, an error becomes terminal.
+// Without one the failure is terminal like any other.
+func (e *Engine[T]) failDestination(ctx context.Context, r *Request[T], code string, err error) {
+	if e.dest == nil {
+		e.failRequest(ctx, r, err)
+		return
+	}
+	if err := e.dest.DestinationFailed(ctx, r, code, err); err != nil {
+		e.fail(err)
 	}
 }
 

@@ -104,9 +104,10 @@ type Engine[T any] struct {
 	creator Creator
 	opts    Options
 	obs     Observer[T]
-	expirer Expirer[T]         // nil: every expiry is terminal
-	failure FailureObserver[T] // nil: nobody is told which request failed
-	latency LatencyObserver[T] // nil: attempt latencies are not reported
+	expirer Expirer[T]             // nil: every expiry is terminal
+	failure FailureObserver[T]     // nil: nobody is told which request failed
+	latency LatencyObserver[T]     // nil: attempt latencies are not reported
+	dest    DestinationObserver[T] // nil: a failure about a queue is terminal
 
 	// done receives one completion per started attempt. Its capacity is
 	// MaxInFlight and at most MaxInFlight attempts are outstanding, so an
@@ -142,7 +143,7 @@ type completion[T any] struct {
 
 // New returns an Engine sending through c and reporting to obs (nil: outcomes
 // are ignored and expired requests fail). obs may also implement Expirer,
-// FailureObserver and LatencyObserver; New checks once. It panics when c is
+// FailureObserver, LatencyObserver and DestinationObserver; New checks once. It panics when c is
 // nil or an option is out of range, naming the option: the caller validates
 // user configuration before it gets here.
 func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
@@ -170,9 +171,10 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	expirer, _ := obs.(Expirer[T])
 	failure, _ := obs.(FailureObserver[T])
 	latency, _ := obs.(LatencyObserver[T])
+	dest, _ := obs.(DestinationObserver[T])
 	attempts, cancel := context.WithCancel(context.Background())
 	e := &Engine[T]{
-		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency,
+		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency, dest: dest,
 		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
 		adaptive: &engineAdaptive[T]{a: o.Adaptive},
 	}

@@ -10,8 +10,9 @@ import (
 
 // This file holds what a caller gives the engine and hears back from it: the
 // Creator that sends the RPC, the Request, the Observer and its optional parts
-// (Expirer, FailureObserver, LatencyObserver), the ExpiredAction an Expirer
-// decides, and the observer New uses when it is given none.
+// (Expirer, FailureObserver, LatencyObserver, DestinationObserver), the
+// ExpiredAction an Expirer decides, and the observer New uses when it is given
+// none.
 
 // Creator sends one CreateTask RPC. The production implementation wraps a
 // *cloudtasks.Client; tests use a fake. CreateTask is called from a goroutine
@@ -121,6 +122,21 @@ type FailureObserver[T any] interface {
 // like the Observer's methods, inside Submit or Flush.
 type LatencyObserver[T any] interface {
 	AttemptLatency(ctx context.Context, r *Request[T], latency time.Duration)
+}
+
+// DestinationObserver is the optional part of an Observer that takes the
+// failures about a request's queue rather than the request itself, which are
+// otherwise terminal: NOT_FOUND once the NotFound budget is exhausted (the
+// queue does not exist, or not yet), and PERMISSION_DENIED or
+// FAILED_PRECONDITION as the first status of the chain (not retried). code is
+// that status's canonical name ("NOT_FOUND"); err is the error the engine
+// would have made terminal, bounded like Rejected's and wrapping the RPC
+// error. Returning nil leaves the engine running (the caller has dealt with
+// the request); a non-nil error becomes its terminal error, without a
+// FailureObserver.Failed call, as for Rejected. It is called like the
+// Observer's methods, inside Submit or Flush.
+type DestinationObserver[T any] interface {
+	DestinationFailed(ctx context.Context, r *Request[T], code string, err error) error
 }
 
 // ExpiredAction is Expirer.Expired's decision for a request whose deadline

@@ -220,6 +220,7 @@ var flagTable = func() []Flag {
 	)...)
 	t = append(t, inGroup(GroupSinkTuning,
 		sinkFlag("sink.delivery-guarantee", "Delivery guarantee", "at-least-once (default) or exactly-once (option key sink.delivery-guarantee).", `^(?i)(at-least-once|exactly-once)$`),
+		sinkFlag("sink.destination-failure", "Destination failure", "fail (default) or isolate: whether a queue that is missing, forbidden or cannot take tasks fails the bundle, or sends only its own records to the failure policy (--on_failure log-and-drop or dead-letter) (option key sink.destination-failure).", `^(?i)(fail|isolate)$`),
 		sinkFlag("sink.staged.name-retention", "Staged: name retention", "Exactly-once: the queue's task-name retention, default 1h (option key sink.staged.name-retention).", reDuration),
 		sinkFlag("sink.staged.clock-skew-allowance", "Staged: clock skew allowance", "Exactly-once: clock skew allowed between workers, default 5m (option key sink.staged.clock-skew-allowance).", reDuration),
 		sinkFlag("sink.staged.request-timeout", "Staged: request timeout", "Exactly-once: budget of one create, default 20s (option key sink.staged.request-timeout).", reDuration),
