@@ -326,6 +326,19 @@ func TestXlangPythonTimestampsAreReadAndScheduleTheTasks(t *testing.T) {
 	}
 }
 
+func TestXlangPythonPlainExternalTransform(t *testing.T) {
+	python := requireEnv(t, pythonEnv, "the python of a virtual environment with apache-beam and beam_cloudtasks")
+	service := requireEnv(t, xlangServiceEnv, "the host:port of a running cloudtasks-expansion-service")
+	ct := newCloudTasks(t, cloudtaskstest.WithoutDispatch())
+	res := readResult(t, runCase(t, python, "plain-external", []string{"--emulator", ct.Addr, "--service", service}, nil))
+	// orders(10) with task_id_field only: order 3, without an id, fails; the configuration is
+	// sent with Python's implicit schema (error_handling as a map of strings).
+	assert.Len(t, ct.Tasks(ct.Queue.Path()), 9)
+	require.Len(t, res.Errors, 1)
+	assert.EqualValues(t, 3, res.Errors[0].Element["amount"])
+	assert.Equal(t, cloudtasksio.CodeTaskID, res.Errors[0].Code)
+}
+
 func TestXlangPythonBadConfigurationsFailWhileThePipelineIsBuilt(t *testing.T) {
 	python := requireEnv(t, pythonEnv, "the python of a virtual environment with apache-beam and beam_cloudtasks")
 	service := requireEnv(t, xlangServiceEnv, "the host:port of a running cloudtasks-expansion-service")

@@ -167,6 +167,36 @@ def case_timestamps(args, beam_args):
       args, beam_args, events, Event, task_id_field="id", schedule_time_field="at")
 
 
+def case_plain_external(args, beam_args):
+  """The transform as a plain external transform: its URN and an implicit-schema payload of the
+  configuration, what Beam YAML sends to a service that does not list it in discovery."""
+  from apache_beam.transforms.external import ExternalTransform
+  from apache_beam.transforms.external import ImplicitSchemaPayloadBuilder
+  config = dict(
+      QUEUE,
+      emulator_endpoint=args.emulator,
+      http_url="http://127.0.0.1:9/orders",
+      task_id_field="id",
+      error_handling={"output": "failed"})
+  out_dir = tempfile.mkdtemp(prefix="xlang-errors-")
+  p = beam.Pipeline(options=PipelineOptions(beam_args))
+  errors = (
+      p | beam.Create(orders(10)).with_output_types(Order)
+      | ExternalTransform(
+          "beam:schematransform:beam-cloudtasks:cloudtasks_write:v1",
+          ImplicitSchemaPayloadBuilder(config).payload(),
+          args.service))
+  (
+      errors | beam.Map(lambda r: json.dumps(as_dict(r), sort_keys=True))
+      | beam.io.WriteToText(os.path.join(out_dir, "errors"), shard_name_template=""))
+  p.run().wait_until_finish()
+  rows = []
+  for path in glob.glob(os.path.join(out_dir, "errors*")):
+    with open(path) as f:
+      rows += [json.loads(line) for line in f if line.strip()]
+  return {"errors": rows, "metrics": {}}
+
+
 def case_construction_errors(args, beam_args):
   """Builds pipelines the service must refuse; returns each error's text."""
   def attempt(elements, element_type, **config):
@@ -259,6 +289,7 @@ CASES = {
     "replay": case_replay,
     "bytes": case_bytes,
     "timestamps": case_timestamps,
+    "plain-external": case_plain_external,
     "construction-errors": case_construction_errors,
 }
 
