@@ -48,6 +48,7 @@ package cloudtaskstest
 import (
 	"context"
 	"crypto/rsa"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -69,11 +70,11 @@ import (
 )
 
 // Server is an in-memory Cloud Tasks server listening on a loopback port.
-// Create it with NewServer, stop it with Close. All methods are safe for
-// concurrent use.
+// Create it with NewServer (or NewUnstartedServer and Start), stop it with
+// Close. All methods are safe for concurrent use, Start excepted.
 type Server struct {
 	// Addr is the "host:port" the server listens on, for option.WithEndpoint
-	// or CLOUDTASKS_EMULATOR_HOST-style settings.
+	// or CLOUDTASKS_EMULATOR_HOST-style settings; empty until Start.
 	Addr string
 
 	cfg    config
@@ -88,6 +89,8 @@ type Server struct {
 
 	closeOnce sync.Once
 	served    chan struct{}
+	startMu   sync.Mutex // guards gsrv and closed between Start and Close
+	closed    bool
 }
 
 // NewServer starts a server on 127.0.0.1 with a port chosen by the system.
@@ -107,15 +110,43 @@ func NewServer(opts ...Option) *Server {
 // It also reports an App Engine base URL (WithAppEngineURL) that is not an
 // absolute http(s) URL.
 func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
-	b, err := newBackend(opts...)
+	s, err := NewUnstartedServer(opts...)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.Start(addr); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewUnstartedServer returns a server that does not listen yet, as
+// httptest.NewUnstartedServer does: its queues can be created and its faults
+// set before Start makes it reachable, so that a command can check every
+// value it was given before it takes a port. It reports an unusable option as
+// NewServerWithAddress does. Close it, started or not.
+func NewUnstartedServer(opts ...Option) (*Server, error) {
+	return newBackend(opts...)
+}
+
+// Start makes a server from NewUnstartedServer listen on addr ("host:port";
+// port 0 picks a free one) and serve; Addr is set when it returns. It fails
+// when the server has started or was closed, or cannot listen. Call it
+// before the server is used from other goroutines.
+func (s *Server) Start(addr string) error {
+	s.startMu.Lock()
+	defer s.startMu.Unlock()
+	switch {
+	case s.closed:
+		return errors.New("cloudtaskstest: Start of a closed server")
+	case s.gsrv != nil:
+		return errors.New("cloudtaskstest: Start of a server that has started")
+	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %s", echo(addr), boundedtext.Cut(err.Error(), 300))
+		return fmt.Errorf("listen on %s: %s", echo(addr), boundedtext.Cut(err.Error(), 300))
 	}
-	s := b
 	s.Addr = lis.Addr().String()
 	s.lis = lis
 	s.gsrv = grpc.NewServer(
@@ -138,7 +169,7 @@ func NewServerWithAddress(addr string, opts ...Option) (*Server, error) {
 		defer close(s.served)
 		_ = s.gsrv.Serve(lis)
 	}()
-	return s, nil
+	return nil
 }
 
 func runDisabled(context.Context, string, cloudtaskspb.Task_View) (*cloudtaskspb.Task, error) {
@@ -318,8 +349,12 @@ func (b *broadcast) signal() {
 // more than once; it always returns nil.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		if s.gsrv != nil {
-			s.gsrv.Stop()
+		s.startMu.Lock()
+		s.closed = true
+		gsrv := s.gsrv
+		s.startMu.Unlock()
+		if gsrv != nil {
+			gsrv.Stop()
 			<-s.served
 		}
 		if s.disp != nil {

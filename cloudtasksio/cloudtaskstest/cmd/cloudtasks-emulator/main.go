@@ -53,7 +53,8 @@
 // A bad flag or variable is reported under the name it was given by (-port or
 // PORT, -queue or INITIAL_QUEUES), with what is accepted and at most a short
 // cut of the value (of an -openid-issuer URL, never its user info, query or
-// fragment).
+// fragment). Every value, the queues included, is checked before the port is
+// taken, so a wrong one is not hidden behind "address already in use".
 //
 // App Engine tasks go to APP_ENGINE_EMULATOR_HOST (for example
 // http://localhost:8080) plus their relative URI, with the routing in the
@@ -383,7 +384,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		opts = append(opts, cloudtaskstest.WithOIDCIssuer(strings.TrimSuffix(issuer.value, "/")))
 	}
 
-	srv, err := cloudtaskstest.NewServerWithAddress(net.JoinHostPort(host.value, strconv.Itoa(portN)), opts...)
+	// Everything is checked before the port is taken, the queues included: a wrong value is
+	// reported as such even when the port is in use.
+	srv, err := cloudtaskstest.NewUnstartedServer(opts...)
 	if err != nil {
 		// An option the settings built is unusable: name the setting that built it.
 		var oe *cloudtaskstest.OptionError
@@ -397,7 +400,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 				return usagef("APP_ENGINE_EMULATOR_HOST: %v; want host:port or an http(s) URL, such as localhost:8080", oe)
 			}
 		}
-		return fmt.Errorf("listen on %s (from %s and %s): %s", shown(net.JoinHostPort(host.value, strconv.Itoa(portN))), host.from, port.from, boundedtext.Cut(err.Error(), 400))
+		return err
 	}
 	defer srv.Close()
 	srv.SetLatency(*createLatency)
@@ -408,6 +411,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out, lo
 		if _, err := srv.CreateQueue(q.value); err != nil {
 			return queueError(q, err)
 		}
+	}
+	if err := srv.Start(net.JoinHostPort(host.value, strconv.Itoa(portN))); err != nil {
+		return fmt.Errorf("listen on %s (from %s and %s): %s", shown(net.JoinHostPort(host.value, strconv.Itoa(portN))), host.from, port.from, boundedtext.Cut(err.Error(), 400))
 	}
 
 	if issuerPort != "" {

@@ -467,6 +467,20 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// onFreePort returns args with "-port 0" in front unless args or env set the port: a value
+// wrongly accepted must not take the default port 8123, which a user's emulator may hold.
+func onFreePort(args []string, env map[string]string) []string {
+	if _, ok := env["PORT"]; ok {
+		return args
+	}
+	for _, a := range args {
+		if a == "-port" || strings.HasPrefix(a, "-port=") || a == "--port" || strings.HasPrefix(a, "--port=") {
+			return args
+		}
+	}
+	return append([]string{"-port", "0"}, args...)
+}
+
 // withoutEmulatorVariables drops the variables the emulator reads from env,
 // so that a PORT or HOST set where the tests run does not steer the binary.
 func withoutEmulatorVariables(env []string) []string {
@@ -536,7 +550,7 @@ func TestEmulatorRejectsBadFlags(t *testing.T) {
 			// Cancelled: a flag wrongly accepted returns nil at once.
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			err := run(ctx, onFreePort(tc.args, tc.env), func(k string) string { return tc.env[k] }, &out, &out)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, errUsage, "a bad flag is a usage error (exit status 2)")
 			assert.Contains(t, err.Error()+"\n"+out.String(), tc.want)
@@ -709,7 +723,7 @@ func TestEmulatorErrorsNameWhereTheValueCameFrom(t *testing.T) {
 			var out bytes.Buffer
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel() // a value wrongly accepted returns nil at once
-			err := run(ctx, tc.args, func(k string) string { return tc.env[k] }, &out, &out)
+			err := run(ctx, onFreePort(tc.args, tc.env), func(k string) string { return tc.env[k] }, &out, &out)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, errUsage, "exit status 2")
 			msg := err.Error()
