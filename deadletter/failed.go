@@ -35,7 +35,9 @@ type FailedElement struct {
 	// Code classifies the failure. The Cloud Tasks sink uses "SERIALIZATION" (the task could
 	// not be built), "TASK_ID" (the task-id function failed), "INVALID_ARGUMENT" (the task is
 	// invalid) and "TASK_TOO_LARGE" (the task is over 1 MiB, or the gRPC transport refused it
-	// for its size); see the Code constants of package cloudtasksio.
+	// for its size), and, when it isolates a failing queue, the queue's own code:
+	// "NOT_FOUND", "PERMISSION_DENIED" or "FAILED_PRECONDITION"; see the Code constants of
+	// package cloudtasksio.
 	Code string
 	// Error is a bounded, human-readable description of the failure.
 	Error string
