@@ -82,7 +82,7 @@ func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var pool *workerpool.Pool
+	var stopPool func()
 	switch strings.ToLower(*environment) {
 	case "external":
 		if *image != "" {
@@ -91,10 +91,11 @@ func run() error {
 		opts.EnvironmentType, opts.EnvironmentConfig = xlang.EnvironmentExternal, *workerPool
 		if *workerPool == "" {
 			var addr string
-			pool, addr, err = startPool(self)
+			stopPool, addr, err = startPool(self)
 			if err != nil {
 				return err
 			}
+			defer stopPool()
 			opts.EnvironmentConfig = addr
 		}
 	case "docker":
@@ -104,9 +105,6 @@ func run() error {
 		opts.EnvironmentType, opts.EnvironmentConfig = xlang.EnvironmentDocker, *image
 	default:
 		return fmt.Errorf("--environment=%q: accepted: external, docker", *environment)
-	}
-	if pool != nil {
-		defer pool.Stop()
 	}
 	svc, err := xlang.NewService(opts)
 	if err != nil {
@@ -129,14 +127,16 @@ func run() error {
 }
 
 // startPool runs a worker pool on a free loopback port whose workers are this program, with
-// their folders under a temporary folder removed when the pool stops.
-func startPool(self string) (*workerpool.Pool, string, error) {
+// their folders under a temporary folder. stop stops the workers and the pool and removes the
+// folder.
+func startPool(self string) (stop func(), addr string, err error) {
 	dir, err := os.MkdirTemp("", "cloudtasks-expansion-service-workers-")
 	if err != nil {
 		return nil, "", err
 	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, "", fmt.Errorf("the worker pool: %w", err)
 	}
 	pool := workerpool.New(workerpool.Options{Dir: dir, Binary: self, Logf: func(format string, args ...any) {
@@ -146,9 +146,11 @@ func startPool(self string) (*workerpool.Pool, string, error) {
 		if err := pool.Serve(lis); err != nil {
 			log.Printf("worker pool: %v", err)
 		}
-		_ = os.RemoveAll(dir)
 	}()
-	return pool, lis.Addr().String(), nil
+	return func() {
+		pool.Stop()
+		_ = os.RemoveAll(dir)
+	}, lis.Addr().String(), nil
 }
 
 func firstSet(values ...string) string {
