@@ -76,61 +76,78 @@
 // many create attempts it took (a bundle the runner retries counts its elements again), except
 // errorClass, which counts attempts:
 //
-//	name                                  kind          counts
-//	numRecordsSend                        counter       elements whose task Cloud Tasks accepted (ALREADY_EXISTS
-//	                                                    for a named task included)
-//	numBytesSend                          counter       wire bytes of those tasks, once per element
-//	numRecordsSendErrors                  counter       at least once: elements that reached the failure policy,
-//	                                                    whatever it did; exactly once: the envelope whose failure
-//	                                                    failed the bundle (see below)
-//	recordsSkipped                        counter       elements a Serializer skipped by returning (nil, nil)
-//	tasksDeduplicated                     counter       ALREADY_EXISTS answers for named tasks (replays absorbed)
-//	tasksTooLarge                         counter       elements whose task was too large to create (TASK_TOO_LARGE)
-//	deadLetterElementsNotEncoded          counter       dead letters emitted without their element, which could not
-//	                                                    be encoded (their Error says why)
-//	errorClass.<CODE>.errors              counter       every failed create attempt, retried or not, by its outermost
-//	                                                    gRPC status; a bare context deadline is DEADLINE_EXCEEDED,
-//	                                                    an error without a status UNKNOWN; a create the sink
-//	                                                    cancelled because its bundle had failed is not counted
-//	inFlightTasks                         gauge         creates in flight in the reporting DoFn instance
-//	parkedTasks                           gauge         creates waiting out a retry backoff, or held back
-//	                                                    by adaptive concurrency while their queue is throttled
-//	adaptiveConcurrencyLimit              gauge         adaptive concurrency limit of the most throttled queue the
-//	                                                    bundle wrote to (MaxInFlightTasks when none is), at its end
-//	createAttemptLatencyMillis            distribution  how long each create attempt's call took (ms), one sample
-//	                                                    per attempt, retried ones included, backoff not included
-//	createAttemptsPerTask                 distribution  attempts each accepted task took, one sample per element
-//	                                                    counted in numRecordsSend
-//	destination.<queue path>.recordsSend  counter       numRecordsSend per queue, with PerDestinationMetrics
-//	destination.<queue path>.sendErrors   counter       numRecordsSendErrors per queue, with PerDestinationMetrics
-//	queueFailures                         counter       with DestinationIsolate: elements sent to the failure policy
-//	                                                    because their queue failed (also in numRecordsSendErrors)
-//	destination.<queue path>.queueFailures counter      queueFailures per queue, with PerDestinationMetrics
+//	name                                    kind          counts
+//	numRecordsSend                          counter       Elements whose task Cloud Tasks accepted (including
+//	                                                      ALREADY_EXISTS for a named task), once per element however
+//	                                                      many attempts it took.
+//	numBytesSend                            counter       Wire size of those tasks, once per element: payload volume,
+//	                                                      not bytes on the network.
+//	numRecordsSendErrors                    counter       At-least-once: elements that reached the failure policy,
+//	                                                      whatever the policy then did; exactly-once: envelopes whose
+//	                                                      failure failed the bundle (see below).
+//	recordsSkipped                          counter       Elements your serializer skipped by returning (nil, nil).
+//	tasksTooLarge                           counter       Elements whose task was too large to create (code
+//	                                                      TASK_TOO_LARGE): over 1 MiB in wire format, so never sent, or
+//	                                                      refused by the gRPC transport for its size.
+//	tasksDeduplicated                       counter       ALREADY_EXISTS answers for named tasks: replays absorbed by
+//	                                                      Cloud Tasks.
+//	deadLetterElementsNotEncoded            counter       Dead letters emitted without their element
+//	                                                      (FailedElement.Element) because Beam's coder could not encode
+//	                                                      it; each one's Error says why.
+//	errorClass.<CODE>.errors                counter       Every failed attempt, retried or not, by the outermost gRPC
+//	                                                      status (UNAVAILABLE, NOT_FOUND, INVALID_ARGUMENT, ...).
+//	inFlightTasks                           gauge         Creates in flight in the reporting DoFn instance.
+//	parkedTasks                             gauge         Creates waiting out a retry backoff, or held back by adaptive
+//	                                                      concurrency while their queue is throttled.
+//	adaptiveConcurrencyLimit                gauge         The adaptive limit on creates in flight of the most throttled
+//	                                                      queue the bundle wrote to, rounded down and set when the
+//	                                                      bundle ends; not set with sink.in-flight.adaptive=off.
+//	createAttemptLatencyMillis              distribution  How long each create attempt's CreateTask call took, in whole
+//	                                                      milliseconds: one sample per attempt, failed and retried ones
+//	                                                      included.
+//	createAttemptsPerTask                   distribution  Attempts each accepted task took, the first included: one
+//	                                                      sample per element counted in numRecordsSend, so its count is
+//	                                                      numRecordsSend and its sum the attempts that ended in those
+//	                                                      tasks.
+//	destination.<queue path>.recordsSend    counter       With PerDestinationMetrics: numRecordsSend per queue.
+//	destination.<queue path>.sendErrors     counter       With PerDestinationMetrics: numRecordsSendErrors per queue.
+//	queueFailures                           counter       With OnDestinationFailure: DestinationIsolate: elements sent
+//	                                                      to the failure policy because their queue failed, each also in
+//	                                                      numRecordsSendErrors.
+//	destination.<queue path>.queueFailures  counter       With PerDestinationMetrics: queueFailures per queue, the
+//	                                                      queues that failed.
 //
 // One counter lies outside that namespace, in [ThrottlingMetricsNamespace]
 // ("dataflow-throttling-metrics"), one in which Dataflow's Java worker reads throttled time:
 //
-//	throttling-msecs                      counter       milliseconds the DoFn instance held creates back under a
-//	                                                    quota (queue paced or paused, RetryInfo delay), per bundle
+//	throttling-msecs                        counter       Milliseconds during which the DoFn instance held at least one
+//	                                                      create back under a quota, added once per bundle when it ends
+//	                                                      or fails.
 //
 // The queue preflight (WriterOptions.QueuePreflight) adds counters of what it found, once per
 // worker process and queue:
 //
-//	queuePreflightPaused                  counter       queues found PAUSED (tasks stored, not dispatched)
-//	queuePreflightDisabled                counter       queues found DISABLED
-//	queuePreflightUriOverride             counter       queues whose uriOverride (mode ALWAYS) replaces task URLs
-//	queuePreflightRoutingOverride         counter       queues whose appEngineRoutingOverride replaces task routing
-//	queuePreflightSkipped                 counter       queue reads that failed (PERMISSION_DENIED, UNIMPLEMENTED:
-//	                                                    once per process; other statuses: once per bundle)
+//	queuePreflightPaused                    counter       Queues found PAUSED: tasks are stored but not dispatched.
+//	queuePreflightDisabled                  counter       Queues found DISABLED: the same, for a queue a queue.yaml
+//	                                                      upload left out.
+//	queuePreflightUriOverride               counter       Queues whose httpTarget.uriOverride in enforce mode ALWAYS
+//	                                                      replaces parts of the URL of every HTTP task.
+//	queuePreflightRoutingOverride           counter       Queues whose appEngineRoutingOverride replaces the routing the
+//	                                                      sink sets on App Engine tasks.
+//	queuePreflightSkipped                   counter       Queue reads that failed: once per process and queue for
+//	                                                      PERMISSION_DENIED and UNIMPLEMENTED (not tried again), once
+//	                                                      per failed read for any other status (remembered for 30
+//	                                                      seconds by the whole process, then tried again).
 //
 // Exactly-once mode adds:
 //
-//	expiredEnvelopesFailed                counter       staged tasks past their creation deadline, by the
-//	expiredEnvelopesAssumedCreated        counter       ExpiredEnvelopePolicy that decided them, each once
-//	expiredEnvelopesCreatedAnyway         counter
-//	expiredEnvelopesDropped               counter
-//	stagedTaskAgeMillis                   distribution  time from staging to the create step picking the task up
-//	stagedTaskRemainingMillis             distribution  time left before the creation deadline at that moment
+//	expiredEnvelopesFailed                  counter       Staged tasks found past their creation deadline, by the
+//	expiredEnvelopesAssumedCreated          counter       decision taken (each once).
+//	expiredEnvelopesCreatedAnyway           counter
+//	expiredEnvelopesDropped                 counter
+//	stagedTaskAgeMillis                     distribution  Time from staging to the create step picking up the task.
+//	stagedTaskRemainingMillis               distribution  Time left before the creation deadline at that moment: the
+//	                                                      remaining replay budget.
 //
 // In exactly-once mode numRecordsSendErrors (and destination.<queue path>.sendErrors) counts
 // the one envelope whose failure failed the bundle: an INVALID_ARGUMENT answer, another status
