@@ -191,6 +191,20 @@ func TestExpansionsWithoutANamespaceGetIdsOfTheirOwn(t *testing.T) {
 	}
 }
 
+func TestExactlyOnceExpandsWithItsReshuffle(t *testing.T) {
+	resp := expand(t, newRequest(t, rowCoder(t, orderSchema()), with(baseConfig(), "sink_delivery_guarantee", "exactly-once",
+		"task_id_field", "id", "sink_staged_name_retention", "2h")))
+	reshuffle := false
+	for _, tr := range resp.GetComponents().GetTransforms() {
+		reshuffle = reshuffle || tr.GetSpec().GetUrn() == "beam:transform:reshuffle:v1"
+	}
+	assert.True(t, reshuffle, "exactly-once's stage and create steps are separated by a Reshuffle:\n%s", describe(resp.GetComponents().GetTransforms()))
+
+	msg := expandError(t, newRequest(t, rowCoder(t, orderSchema()), with(baseConfig(), "sink_delivery_guarantee", "exactly-once",
+		"error_handling", map[string]string{"output": "errors"})))
+	assert.Contains(t, msg, "field sink_delivery_guarantee is exactly-once, where every failure fails the bundle, but on_failure is dead_letter")
+}
+
 func TestThePlainExternalPayloadIsExpandedToo(t *testing.T) {
 	r := newRequest(t, rowCoder(t, orderSchema()), nil)
 	s, row := configRow(t, with(baseConfig(), "error_handling", map[string]string{"output": "errs"}))

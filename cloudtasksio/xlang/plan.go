@@ -73,6 +73,10 @@ func newWritePlan(st settings, in input, step string) (*writePlan, error) {
 	if err != nil {
 		return nil, optionsError(err)
 	}
+	if cfg.Delivery == cloudtasksio.ExactlyOnce && st.onFailure != onFailureFail {
+		return nil, configErr("field sink_delivery_guarantee is exactly-once, where every failure fails the bundle, but %s is %s: leave %s and %s out",
+			fieldOnFailure, st.onFailure, fieldOnFailure, fieldErrorHandling)
+	}
 	p := &writePlan{st: st, in: in, cfg: cfg, step: step}
 	if err := p.setBody(); err != nil {
 		return nil, err
