@@ -31,8 +31,8 @@ import (
 //     (BenchmarkQueueFnStateOverManyQueues, docs/performance.md "Memory over many queues"):
 //     at 100,000 queues a process holds 99 MB RSS, 186 MB and growing without the bounds.
 //
-// TestEveryProcessCacheIsDeclaredHereAndBounded keeps every such cache in this file and checks
-// the bounds of the per-queue ones. The dead-letter publishers (one per topic, client
+// TestEveryProcessCacheIsDeclaredInCachesGo keeps every such cache in this file, and
+// TestPerQueueCachesAreBoundedAndClientCachesAreNot checks the bounds of the per-queue ones. The dead-letter publishers (one per topic, client
 // setting and FlushTimeout, unbounded like the clients) live in package deadletter/pubsubdl, as publishers.
 
 // queueStateIdleTTL is how long a worker process keeps what it knows about a queue it no

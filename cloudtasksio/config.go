@@ -83,9 +83,13 @@ func (d DeliveryGuarantee) String() string {
 	return enumName("DeliveryGuarantee", int(d), "AtLeastOnce", "ExactlyOnce")
 }
 
-// FailurePolicy decides what happens to an element whose task cannot be built, whose task-id
-// function fails, or whose task Cloud Tasks rejects with INVALID_ARGUMENT. Every other failure
-// fails the bundle whatever the policy.
+// FailurePolicy decides what happens to an element that fails on its own: its task cannot be
+// built ([CodeSerialization]), it has no task-id key ([CodeTaskID]), its task is invalid by
+// the sink's checks or Cloud Tasks' INVALID_ARGUMENT ([CodeInvalidArgument]), or its task is
+// too large to create ([CodeTaskTooLarge]). Under Config.OnDestinationFailure
+// DestinationIsolate it also takes the elements of a queue that failed ([CodeNotFound],
+// [CodePermissionDenied], [CodeFailedPrecondition]). Every other failure fails the bundle
+// whatever the policy.
 type FailurePolicy int
 
 const (

@@ -93,15 +93,15 @@ func (t *HTTPTarget) validate() error {
 			return n("HTTP.OAuth.ServiceAccountEmail") + " is blank; it names the service account whose OAuth token Cloud Tasks sends"
 		})
 	case t.OIDC != nil && !gcpconn.ValidEmail(t.OIDC.ServiceAccountEmail):
-		return errField("HTTP.OIDC.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OIDC.ServiceAccountEmail), gcpconn.MaxEmailBytes)
+		return errField("HTTP.OIDC.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OIDC.ServiceAccountEmail), gcpconn.EmailShape)
 	case t.OAuth != nil && !gcpconn.ValidEmail(t.OAuth.ServiceAccountEmail):
-		return errField("HTTP.OAuth.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OAuth.ServiceAccountEmail), gcpconn.MaxEmailBytes)
+		return errField("HTTP.OAuth.ServiceAccountEmail", badEmail, boundedtext.Quote(t.OAuth.ServiceAccountEmail), gcpconn.EmailShape)
 	}
 	return nil
 }
 
 // badEmail is the message of a token's service-account e-mail that cannot be one.
-const badEmail = "%s is not a service-account e-mail address (name@project.iam.gserviceaccount.com, at most %d bytes)"
+const badEmail = "%s is not a service-account e-mail address; want %s"
 
 // compile requires a URL: the fixed one, or a url field on every element.
 func (t *HTTPTarget) compile(s *bodyformat.Schema) error {

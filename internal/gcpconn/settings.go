@@ -97,14 +97,14 @@ func (s ClientSettings) Check(n SettingNames, emulator string, delegates []strin
 		return bad(n.QuotaProject, "%s is not a project id; want lowercase letters, digits and hyphens, starting with a letter, or a project number", boundedtext.Quote(s.QuotaProject))
 	}
 	if s.ImpersonateServiceAccount != "" && !email(s.ImpersonateServiceAccount) {
-		return bad(n.ImpersonateServiceAccount, "%s is not a service-account e-mail address (name@project.iam.gserviceaccount.com, at most %d bytes)", boundedtext.Quote(s.ImpersonateServiceAccount), MaxEmailBytes)
+		return bad(n.ImpersonateServiceAccount, "%s is not a service-account e-mail address; want %s", boundedtext.Quote(s.ImpersonateServiceAccount), EmailShape)
 	}
 	if len(delegates) > 0 && s.ImpersonateServiceAccount == "" {
 		return bad(n.ImpersonateDelegates, "needs %s: delegates only relay the impersonation of a target service account", n.ImpersonateServiceAccount)
 	}
 	for i, d := range delegates {
 		if !email(d) {
-			return bad(n.ImpersonateDelegates, "entry %d (%s) is not a service-account e-mail address (at most %d bytes)", i, boundedtext.Quote(d), MaxEmailBytes)
+			return bad(n.ImpersonateDelegates, "entry %d (%s) is not a service-account e-mail address; want %s", i, boundedtext.Quote(d), EmailShape)
 		}
 	}
 	if s.UniverseDomain != "" && !domain(s.UniverseDomain) {
@@ -167,8 +167,13 @@ const maxEmailLocalBytes = 64
 
 // ValidEmail reports whether s can be a service-account e-mail address: name@domain, with no
 // whitespace, control character, ',' or '/' in the name, dot-separated labels of letters,
-// digits and hyphens in the domain, at most MaxEmailBytes in all.
+// digits and hyphens in the domain, at most MaxEmailBytes in all. It checks the shape only,
+// so every kind of service account passes: user-managed ones, the Compute Engine and App
+// Engine default accounts, Google-managed ones.
 func ValidEmail(s string) bool { return email(s) }
+
+// EmailShape says what ValidEmail accepts, for the errors that refuse an address.
+const EmailShape = "name@domain, at most 254 bytes, such as name@my-project.iam.gserviceaccount.com or 123456789-compute@developer.gserviceaccount.com"
 
 // domain accepts dot-separated labels of letters, digits and hyphens.
 func domain(s string) bool {
