@@ -17,7 +17,7 @@ import (
 //   - on the worker, by the DoFn methods Beam calls (Setup, StartBundle, ProcessElement,
 //     FinishBundle of writeFn, stageFn and stagedCreateFn), each of which returns its error
 //     through withPrefix;
-//   - in the log, by warnf and infof.
+//   - in the log, by warnf, infof and debugf.
 //
 // The text a dead letter carries (deadletter.FailedElement.Error) is not an error of the
 // package but the reason one element failed: it has no prefix. A test (boundary_test.go) fails
@@ -53,4 +53,9 @@ func warnf(ctx context.Context, format string, args ...any) {
 // infof logs an INFO line with the package prefix; the caller's file and line are reported.
 func infof(ctx context.Context, format string, args ...any) {
 	log.Output(ctx, log.SevInfo, 1, pkgPrefix+fmt.Sprintf(format, args...))
+}
+
+// debugf logs a DEBUG line with the package prefix; the caller's file and line are reported.
+func debugf(ctx context.Context, format string, args ...any) {
+	log.Output(ctx, log.SevDebug, 1, pkgPrefix+fmt.Sprintf(format, args...))
 }

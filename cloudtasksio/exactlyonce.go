@@ -102,6 +102,7 @@ func (f *stageFn) setupWorker() error {
 func (f *stageFn) processElement(ctx context.Context, elem beam.X, emit func(envelope)) error {
 	env, err := f.stage(elem)
 	if err != nil {
+		logCut(ctx, "an element's failure in exactly-once mode", err)
 		return err
 	}
 	if env == nil {
@@ -139,7 +140,7 @@ func (f *stageFn) stageKeyed(elem any) (_ *envelope, key string, _ error) {
 	}
 	var ef *elementFailure
 	if errors.As(err, &ef) {
-		return nil, "", fmt.Errorf("exactly-once: an element for queue %s failed (%s): %s", queue.Path(), ef.code, boundedtext.Cut(ef.err.Error(), maxErrorText))
+		return nil, "", fmt.Errorf("exactly-once: an element for queue %s failed (%s): %w", queue.Path(), ef.code, boundedError{ef.err})
 	}
 	if err != nil || task == nil {
 		return nil, "", err

@@ -119,7 +119,9 @@ func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue stri
 	if ef.code == CodeTaskTooLarge {
 		f.metrics.tooLarge.Inc(ctx, 1)
 	}
-	text := boundedtext.Cut(ef.err.Error(), maxErrorText)
+	full := ef.err.Error()
+	f.fullTexts.log(ctx, ef.code, queue, full)
+	text := boundedtext.Cut(full, maxErrorText)
 	if ef.stack != "" && !f.panicLogged {
 		// Once per bundle: a panic that every element meets (a bug, not bad data) would
 		// otherwise fill the log. The failure policy still takes each element.

@@ -31,6 +31,7 @@ type writeFn struct {
 	emit        func(beam.EventTime, deadletter.FailedElement)
 	drops       bundleLines                // elements LogAndDrop dropped in this bundle
 	panicLogged bool                       // a panic while building a task was logged in this bundle
+	fullTexts   fullErrorTexts             // the failures of this bundle logged whole at DEBUG level
 	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
 	elemEncErr  error                      // why elemEnc is nil under DeadLetter
 	// emitCreated emits a created task (writeResultFn); nil in plain Write, which builds none.
@@ -97,6 +98,7 @@ func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, dea
 	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
 	f.summarizeIsolated(ctx)
 	f.panicLogged = false
+	f.fullTexts.reset()
 	f.start(clientCreator(client), engineOptions(f.Spec.Writer), f)
 	f.emit = emit
 	return nil
@@ -109,6 +111,7 @@ func (f *writeFn) processElement(ctx context.Context, et beam.EventTime, elem be
 	}
 	queue, err := f.resolveQueue(elem)
 	if err != nil {
+		logCut(ctx, "the QueueFn's error", err)
 		return f.failBundle(ctx, err)
 	}
 	req, bytes, key, err := f.request(elem, queue)

@@ -164,6 +164,7 @@ type stageResultFn struct{ stageFn }
 func (f *stageResultFn) ProcessElement(ctx context.Context, elem beam.X, emit func(keyedEnvelope)) error {
 	env, key, err := f.stageKeyed(elem)
 	if err != nil {
+		logCut(ctx, "an element's failure in exactly-once mode", err)
 		return withPrefix(err)
 	}
 	if env == nil {
