@@ -183,3 +183,36 @@ func TestEveryTestNamedInACommentExists(t *testing.T) {
 		assert.True(t, defined[name], "%s names %s, which no file of the module defines", path, name)
 	}
 }
+
+// docText returns a docs page with runs of white space as one space.
+func docText(t *testing.T, page string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "docs", page))
+	require.NoError(t, err)
+	return strings.Join(strings.Fields(string(raw)), " ")
+}
+
+// The reference's reasons and advice that this project's docs must carry, in its own words.
+func TestDocsCarryTheReferencesFacts(t *testing.T) {
+	overview := docText(t, "overview.md")
+	assert.Contains(t, overview, "never creates or changes a queue, for two reasons")
+	assert.Contains(t, overview, "once a queue is deleted, Cloud Tasks keeps its name from being used again for days")
+
+	formatsDoc := docText(t, "formats.md")
+	assert.Contains(t, formatsDoc, "### Multipart bodies")
+	assert.Contains(t, formatsDoc, "There is no multipart format")
+
+	creds := docText(t, "credentials.md")
+	assert.Contains(t, creds, "Never put its contents in a Kubernetes ConfigMap, in the value of an option key")
+	steps := []string{"1. Create a new key", "2. Put it in the Secret", "3. Wait until every pod", "4. Restart the job", "5. Disable the old key", "6. Delete the old key"}
+	last := -1
+	for _, s := range steps {
+		i := strings.Index(creds, s)
+		require.Greater(t, i, last, "credentials.md gives the rotation steps in order: %q", s)
+		last = i
+	}
+
+	r := readme(t)
+	assert.Contains(t, r, "## What it takes from the reference connector")
+	assert.Contains(t, r, "are facts, never code or text")
+}
