@@ -87,20 +87,44 @@ func (st *store) getQueue(name string) (*cloudtaskspb.Queue, error) {
 	return proto.Clone(qs.q).(*cloudtaskspb.Queue), nil
 }
 
-// queueWithTTL returns a copy of the queue and its explicit tombstone TTL
-// (0 when unset).
-func (st *store) queueWithTTL(name string) (*cloudtaskspb.Queue, time.Duration, error) {
+// queueWithTTL returns a copy of the queue, its explicit tombstone TTL (0
+// when unset) and, when withStats is set, what the v2beta3 Queue.stats
+// reports of it, all seen at one moment.
+func (st *store) queueWithTTL(name string, withStats bool) (*cloudtaskspb.Queue, time.Duration, *queueStats, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	qs, err := st.queueLocked(name)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
 	d, set := st.tombstoneTTL(name)
 	if !set {
 		d = 0
 	}
-	return proto.Clone(qs.q).(*cloudtaskspb.Queue), d, nil
+	var stats *queueStats
+	if withStats {
+		stats = qs.statsLocked()
+	}
+	return proto.Clone(qs.q).(*cloudtaskspb.Queue), d, stats, nil
+}
+
+// queueStats is what the server reports of a queue's tasks in the v2beta3
+// Queue.stats: the fields it knows exactly.
+type queueStats struct {
+	tasks   int64     // tasks stored: not yet sent, being sent, or waiting for a retry
+	oldest  time.Time // the earliest schedule time among them; zero when there is none
+	running int64     // attempts sent and not yet answered
+}
+
+// statsLocked counts the queue's tasks. The caller holds store.mu.
+func (qs *queueState) statsLocked() *queueStats {
+	s := &queueStats{tasks: int64(len(qs.tasks)), running: int64(qs.disp.running)}
+	for _, e := range qs.tasks {
+		if at := e.t.GetScheduleTime().AsTime(); s.oldest.IsZero() || at.Before(s.oldest) {
+			s.oldest = at
+		}
+	}
+	return s
 }
 
 func (st *store) listQueues(parent, filter string, pageSize int32, token string) ([]*cloudtaskspb.Queue, string, error) {

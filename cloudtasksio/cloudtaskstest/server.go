@@ -2,7 +2,7 @@
 // local runs.
 //
 // A Server is a real gRPC server of the Cloud Tasks v2 API (plus GetQueue of
-// the v2beta3 API) listening on a loopback port. Start it with one call, point
+// the v2beta3 API, with the queue's stats) listening on a loopback port. Start it with one call, point
 // the ordinary client at it, inspect what it stored, and close it:
 //
 //	srv := cloudtaskstest.NewServer()

@@ -8,8 +8,10 @@ import (
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	betapb "cloud.google.com/go/cloudtasks/apiv2beta3/cloudtaskspb"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // v2Service serves the Cloud Tasks v2 API from a store. Methods it does not
@@ -100,23 +102,74 @@ func (v *v2Service) RunTask(ctx context.Context, r *cloudtaskspb.RunTaskRequest)
 }
 
 // v2beta3Service serves GetQueue of the v2beta3 API, the only API that shows
-// a queue's tombstone_ttl. Every other v2beta3 method answers UNIMPLEMENTED.
+// a queue's tombstone_ttl and its stats. Every other v2beta3 method answers
+// UNIMPLEMENTED.
 type v2beta3Service struct {
 	betapb.UnimplementedCloudTasksServer
 	store *store
 }
 
+// GetQueue answers every field the server keeps but stats when the request
+// has no read mask, as the service does; with a mask, the fields it names,
+// stats included when named. A path that is not a field of Queue is
+// INVALID_ARGUMENT.
 func (v *v2beta3Service) GetQueue(_ context.Context, r *betapb.GetQueueRequest) (*betapb.Queue, error) {
-	q, ttl, err := v.store.queueWithTTL(r.GetName())
+	paths := r.GetReadMask().GetPaths()
+	withStats := false
+	for _, p := range paths {
+		if !isQueuePath(strings.Split(p, ".")) {
+			return nil, invalid("read_mask: %s is not a field of Queue", echo(p))
+		}
+		withStats = withStats || p == "stats" || strings.HasPrefix(p, "stats.")
+	}
+	q, ttl, stats, err := v.store.queueWithTTL(r.GetName(), withStats)
 	if err != nil {
 		return nil, err
 	}
-	return toBetaQueue(q, ttl)
+	out, err := toBetaQueue(q, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if stats != nil {
+		out.Stats = &betapb.QueueStats{TasksCount: stats.tasks, ConcurrentDispatchesCount: stats.running}
+		if !stats.oldest.IsZero() {
+			out.Stats.OldestEstimatedArrivalTime = timestamppb.New(stats.oldest)
+		}
+	}
+	if len(paths) == 0 {
+		return out, nil
+	}
+	masked := &betapb.Queue{}
+	for _, p := range paths {
+		if err := copyPath(masked.ProtoReflect(), out.ProtoReflect(), strings.Split(p, ".")); err != nil {
+			return nil, invalid("read_mask: %s is not a field of Queue", echo(p))
+		}
+	}
+	return masked, nil
 }
 
-// toBetaQueue converts a v2 queue to its v2beta3 form. RateLimits and
-// RetryConfig have the same field numbers in both versions, so they go
-// through the wire format.
+// isQueuePath reports whether path (a field-mask path split at dots) names a
+// field of the v2beta3 Queue or of a message below one.
+func isQueuePath(path []string) bool {
+	md := (&betapb.Queue{}).ProtoReflect().Descriptor()
+	for i, name := range path {
+		fd := md.Fields().ByName(protoreflect.Name(name))
+		if fd == nil {
+			return false
+		}
+		if i < len(path)-1 {
+			if fd.Message() == nil || fd.IsList() || fd.IsMap() {
+				return false
+			}
+			md = fd.Message()
+		}
+	}
+	return len(path) > 0
+}
+
+// toBetaQueue converts a v2 queue to its v2beta3 form. RateLimits,
+// RetryConfig, HttpTarget and AppEngineRouting have the same field numbers
+// in both versions, so they go through the wire format.
 func toBetaQueue(q *cloudtaskspb.Queue, ttl time.Duration) (*betapb.Queue, error) {
 	out := &betapb.Queue{
 		Name:      q.GetName(),
@@ -135,6 +188,19 @@ func toBetaQueue(q *cloudtaskspb.Queue, ttl time.Duration) (*betapb.Queue, error
 		if err := convert(q.GetRetryConfig(), out.RetryConfig); err != nil {
 			return nil, err
 		}
+	}
+	if q.GetHttpTarget() != nil {
+		out.HttpTarget = &betapb.HttpTarget{}
+		if err := convert(q.GetHttpTarget(), out.HttpTarget); err != nil {
+			return nil, err
+		}
+	}
+	if q.GetAppEngineRoutingOverride() != nil {
+		routing := &betapb.AppEngineRouting{}
+		if err := convert(q.GetAppEngineRoutingOverride(), routing); err != nil {
+			return nil, err
+		}
+		out.QueueType = &betapb.Queue_AppEngineHttpQueue{AppEngineHttpQueue: &betapb.AppEngineHttpQueue{AppEngineRoutingOverride: routing}}
 	}
 	if ttl > 0 {
 		out.TombstoneTtl = durationpb.New(ttl)
