@@ -65,7 +65,7 @@ func (e *Engine[T]) send(r *Request[T]) {
 		e.start(r, &p)
 		return
 	}
-	queue := r.Create.GetParent()
+	queue := r.Queue()
 	if len(ad.held[queue]) == 0 {
 		now := time.Now()
 		p, ok, until := ad.a.Acquire(queue, e.opts.MaxInFlight, e.opts.StartRate, now)
@@ -209,7 +209,7 @@ func (ad *engineAdaptive[T]) retryDelay(err error) time.Duration {
 // attempt's goroutine as soon as the answer arrives, so the limit follows the
 // service even while the engine's caller is busy, and the permit comes back
 // even from an engine that is abandoned.
-func finished(a *adaptive.Adaptive, p *adaptive.Permit, err error, named bool, at time.Time) {
+func finished(a *adaptive.Adaptive, p *adaptive.Permit, err error, named, deleting bool, at time.Time) {
 	if a == nil || p == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func finished(a *adaptive.Adaptive, p *adaptive.Permit, err error, named bool, a
 		o = adaptive.Succeeded
 	case throttled:
 		o, delay = adaptive.Throttled, d
-	case Classify(err, named) == Deduplicated:
+	case !deleting && Classify(err, named) == Deduplicated, deleting && ClassifyDelete(err) == Gone:
 		o = adaptive.Succeeded
 	}
 	a.Release(*p, o, delay, at)

@@ -14,8 +14,8 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine/adaptive"
 )
 
-// Class is what the engine does with a failed CreateTask call. Classify is the
-// only place that decides it.
+// Class is what the engine does with a failed CreateTask or DeleteTask call.
+// Classify and ClassifyDelete are the only places that decide it.
 type Class int
 
 const (
@@ -45,6 +45,10 @@ const (
 	// policy: the same request fails the same way however often it is sent, so
 	// it is never retried, and it says nothing about the queue's quota.
 	TooLarge
+	// Gone means NOT_FOUND for a delete whose status does not name the queue
+	// (IsQueueNotFound): the task is not there, because it ran, was deleted,
+	// or never existed. The delete counts as a success (ClassifyDelete).
+	Gone
 )
 
 // String returns the class name, for example "Transient".
@@ -62,6 +66,8 @@ func (c Class) String() string {
 		return "Terminal"
 	case TooLarge:
 		return "TooLarge"
+	case Gone:
+		return "Gone"
 	}
 	return "Class(" + strconv.Itoa(int(c)) + ")"
 }
@@ -315,6 +321,38 @@ func classify(err error, named bool) decision {
 // It never panics, whatever the error's types do.
 func Classify(err error, named bool) Class {
 	return classify(err, named).class
+}
+
+// ClassifyDelete decides what to do with a failed DeleteTask call, as
+// Classify does for a named create, with two differences:
+//
+//   - NOT_FOUND is Gone, a success, unless its message names the queue
+//     (IsQueueNotFound): then it is NotFound, retried on the NOT_FOUND budget
+//     like a create's, because a queue that does not exist must not make every
+//     delete look done.
+//   - ALREADY_EXISTS means nothing for a delete: Terminal.
+func ClassifyDelete(err error) Class { return classifyDelete(err).class }
+
+// classifyDelete implements ClassifyDelete, returning the deciding status.
+func classifyDelete(err error) decision {
+	d := classify(err, false)
+	if d.class == NotFound && !IsQueueNotFound(d.message) {
+		d.class = Gone
+	}
+	return d
+}
+
+// IsQueueNotFound reports whether the message of a NOT_FOUND status says that
+// the queue, not the task, is missing: it mentions the queue. Cloud Tasks
+// answers a call about a queue that does not exist (CreateTask, GetQueue) with
+// "Queue does not exist. If you just created the queue, wait at least a
+// minute for the queue to initialize.", and a call about a task that is not
+// there with "Requested entity was not found." (DeleteTask, GetTask, RunTask)
+// or, for a task that ran or was deleted within the name's retention, "The
+// task no longer exists, though a task with this name existed recently. ...".
+// It is the one test of it.
+func IsQueueNotFound(message string) bool {
+	return strings.Contains(strings.ToLower(message), "queue")
 }
 
 // OutermostCode names the first status in err's chain in canonical

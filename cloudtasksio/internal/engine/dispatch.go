@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -14,9 +15,10 @@ import (
 )
 
 // This file holds the life of one attempt: dispatch decides whether a request
-// is sent (its deadline and the Expirer), start runs the CreateTask call on a
-// goroutine of its own, and handle applies the outcome (created, rejected,
-// parked for a retry, or terminal), reporting the attempt's latency first.
+// is sent (its deadline and the Expirer), start runs the CreateTask (or
+// DeleteTask) call on a goroutine of its own, and handle applies the outcome
+// (created, rejected, parked for a retry, or terminal), reporting the
+// attempt's latency first.
 
 // dispatch sends r now, unless its deadline has passed and the expiry decides
 // otherwise.
@@ -38,7 +40,7 @@ func (e *Engine[T]) dispatch(ctx context.Context, r *Request[T]) {
 		case ExpiredFail:
 			e.failRequest(ctx, r, &createError{msg: fmt.Sprintf(
 				"task for queue %q not sent: its deadline %s passed after %d attempt(s)",
-				r.Create.GetParent(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
+				r.Queue(), r.Deadline.UTC().Format(time.RFC3339Nano), r.attempts)})
 			return
 		default:
 			e.fail(fmt.Errorf("engine: Expirer.Expired returned unknown ExpiredAction %d", int(action)))
@@ -66,6 +68,10 @@ func (e *Engine[T]) start(r *Request[T], p *adaptive.Permit) {
 	if p != nil && p.Booked() {
 		limits.Begin(*p)
 	}
+	if r.Delete != nil {
+		e.startDelete(r, p)
+		return
+	}
 	named := r.Create.GetTask().GetName() != ""
 	go func() {
 		if timeout > 0 {
@@ -76,8 +82,27 @@ func (e *Engine[T]) start(r *Request[T], p *adaptive.Permit) {
 		began := time.Now()
 		task, err := creator.CreateTask(ctx, r.Create)
 		at := time.Now()
-		finished(limits, p, err, named, at)
+		finished(limits, p, err, named, false, at)
 		done <- completion[T]{r: r, task: task, err: err, at: at, took: at.Sub(began)}
+	}()
+}
+
+// startDelete is start's goroutine for a delete: the same as a create's, with
+// the Deleter's call. It is a function of its own so that a create's
+// goroutine carries nothing of deletes.
+func (e *Engine[T]) startDelete(r *Request[T], p *adaptive.Permit) {
+	deleter, timeout, done, ctx, limits := e.deleter, e.opts.AttemptTimeout, e.done, e.attempts, e.adaptive.a
+	go func() {
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		began := time.Now()
+		err := deleter.DeleteTask(ctx, r.Delete)
+		at := time.Now()
+		finished(limits, p, err, true, true, at)
+		done <- completion[T]{r: r, err: err, at: at, took: at.Sub(began)}
 	}()
 }
 
@@ -91,11 +116,11 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 		e.obs.Created(ctx, r, false)
 		return
 	}
-	d := classify(c.err, r.Create.GetTask().GetName() != "")
+	d := r.classify(c.err)
 	if e.attempts.Err() == nil || !d.cancelled {
 		e.reportLatency(ctx, c)
 	}
-	if d.class == Deduplicated {
+	if d.class == Deduplicated || d.class == Gone {
 		e.obs.Created(ctx, r, true)
 		return
 	}
@@ -108,7 +133,7 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 		return
 	}
 	e.obs.AttemptFailed(ctx, r, OutermostCode(c.err))
-	queue := r.Create.GetParent()
+	queue := r.Queue()
 	code := CodeName(d.code)
 	if !d.hasCode {
 		code = "no status"
@@ -116,8 +141,12 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 	}
 	switch d.class {
 	case Invalid:
+		what := "the task for queue " + strconv.Quote(queue)
+		if r.Delete != nil {
+			what = "the deletion of task " + strconv.Quote(r.Delete.GetName())
+		}
 		if err := e.obs.Rejected(ctx, r, &createError{cause: c.err, msg: fmt.Sprintf(
-			"Cloud Tasks rejected the task for queue %q with %s: %s", queue, code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
+			"Cloud Tasks rejected %s with %s: %s", what, code, boundedtext.Cut(d.message, maxMessage))}); err != nil {
 			e.fail(err)
 		}
 	case TooLarge:
@@ -138,8 +167,8 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 				hint = "; the queue does not exist, or is reactivating after being idle"
 			}
 			err := &createError{cause: c.err, msg: fmt.Sprintf(
-				"creating a task in queue %q failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
-				queue, code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))}
+				"%s failed with %s after %d attempt(s), %s retry budget of %d attempts exhausted%s: %s",
+				r.doing(), code, r.attempts, what, budget.MaxAttempts, hint, boundedtext.Cut(d.message, maxMessage))}
 			if d.class == NotFound {
 				e.failDestination(ctx, r, code, err)
 			} else {
@@ -158,8 +187,8 @@ func (e *Engine[T]) handle(ctx context.Context, c completion[T]) {
 		}
 	default:
 		err := &createError{cause: c.err, msg: fmt.Sprintf(
-			"creating a task in queue %q failed with %s after %d attempt(s), not retryable: %s",
-			queue, code, r.attempts, boundedtext.Cut(d.message, maxMessage))}
+			"%s failed with %s after %d attempt(s), not retryable: %s",
+			r.doing(), code, r.attempts, boundedtext.Cut(d.message, maxMessage))}
 		if d.hasCode && (d.code == codes.PermissionDenied || d.code == codes.FailedPrecondition) {
 			e.failDestination(ctx, r, code, err)
 		} else {

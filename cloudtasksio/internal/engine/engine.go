@@ -1,7 +1,7 @@
-// Package engine owns the CreateTask calls of one writer: it sends each
-// request asynchronously, bounds how many are outstanding, retries the
-// retryable failures after a jittered exponential backoff, and reports every
-// outcome to an Observer. It knows nothing about Beam; the sink's two create
+// Package engine owns the CreateTask (and DeleteTask) calls of one writer: it
+// sends each request asynchronously, bounds how many are outstanding, retries
+// the retryable failures after a jittered exponential backoff, and reports
+// every outcome to an Observer. It knows nothing about Beam; the sink's two create
 // DoFns are thin adapters (sharing cloudtasksio's createBase) that call Submit
 // for each element and Flush at the end of a bundle.
 //
@@ -102,6 +102,7 @@ type Options struct {
 // the next batch. T is the type of the requests' tags.
 type Engine[T any] struct {
 	creator Creator
+	deleter Deleter // the Creator as a Deleter; nil: it cannot delete
 	opts    Options
 	obs     Observer[T]
 	expirer Expirer[T]             // nil: every expiry is terminal
@@ -173,8 +174,9 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 	latency, _ := obs.(LatencyObserver[T])
 	dest, _ := obs.(DestinationObserver[T])
 	attempts, cancel := context.WithCancel(context.Background())
+	deleter, _ := c.(Deleter)
 	e := &Engine[T]{
-		creator: c, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency, dest: dest,
+		creator: c, deleter: deleter, opts: o, obs: obs, expirer: expirer, failure: failure, latency: latency, dest: dest,
 		done: make(chan completion[T], o.MaxInFlight), attempts: attempts, cancel: cancel,
 		adaptive: &engineAdaptive[T]{a: o.Adaptive},
 	}
@@ -196,10 +198,14 @@ func New[T any](c Creator, o Options, obs Observer[T]) *Engine[T] {
 // parked requests are at MaxInFlight it waits for a completion or for the
 // earliest parked request to come due (it never spins). Then it sends r
 // asynchronously and returns. It returns ctx.Err() if ctx ends while waiting
-// (r is then not sent), and an error if r or r.Create is nil.
+// (r is then not sent), and an error if r is nil, sets neither or both of
+// Create and Delete, or deletes through a Creator that is no Deleter.
 func (e *Engine[T]) Submit(ctx context.Context, r *Request[T]) error {
-	if r == nil || r.Create == nil {
-		return errors.New("engine: Submit needs a Request with a non-nil Create")
+	if r == nil || (r.Create == nil) == (r.Delete == nil) {
+		return errors.New("engine: Submit needs a Request with exactly one of Create and Delete")
+	}
+	if r.Delete != nil && e.deleter == nil {
+		return errors.New("engine: a Request with Delete needs a Creator that is also a Deleter")
 	}
 	e.pump(ctx)
 	for e.err == nil && e.inFlight+len(e.parked)+e.adaptive.n >= e.opts.MaxInFlight {

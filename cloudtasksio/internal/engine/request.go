@@ -3,14 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 )
 
 // This file holds what a caller gives the engine and hears back from it: the
-// Creator that sends the RPC, the Request, the Observer and its optional parts
-// (Expirer, FailureObserver, LatencyObserver, DestinationObserver), the
+// Creator (and Deleter) that sends the RPC, the Request, the Observer and its
+// optional parts (Expirer, FailureObserver, LatencyObserver, DestinationObserver), the
 // ExpiredAction an Expirer decides, and the observer New uses when it is given
 // none.
 
@@ -29,14 +30,30 @@ func (f CreatorFunc) CreateTask(ctx context.Context, req *cloudtaskspb.CreateTas
 	return f(ctx, req)
 }
 
-// Request is one task to create, carrying a caller's tag of type T. The engine
-// owns it from Submit until an Observer callback reports its outcome (Created,
-// Rejected, an Expired decision other than ExpiredSend) or the engine fails; do
-// not submit the same Request twice or change it meanwhile.
+// Deleter sends one DeleteTask RPC, for the requests that delete a task
+// (Request.Delete). A Creator that is also a Deleter serves both kinds. It is
+// called like CreateTask, from a goroutine of its own, and must return once
+// ctx ends.
+type Deleter interface {
+	DeleteTask(ctx context.Context, req *cloudtaskspb.DeleteTaskRequest) error
+}
+
+// Request is one task to create, or to delete, carrying a caller's tag of type
+// T. The engine owns it from Submit until an Observer callback reports its
+// outcome (Created, Rejected, an Expired decision other than ExpiredSend) or
+// the engine fails; do not submit the same Request twice or change it
+// meanwhile.
 type Request[T any] struct {
 	// Create is sent unchanged on every attempt, so a named task keeps its
-	// name across retries. Required.
+	// name across retries. Exactly one of Create and Delete is set.
 	Create *cloudtaskspb.CreateTaskRequest
+	// Delete, set instead of Create, deletes the task it names through the
+	// Creator, which must then be a Deleter. A delete is bounded, retried and
+	// classified as a create is (ClassifyDelete), except that NOT_FOUND about
+	// the task rather than its queue is a success: the task ran or was
+	// deleted already. Observer.Created reports a delete's success, with
+	// deduplicated true when the task was already gone.
+	Delete *cloudtaskspb.DeleteTaskRequest
 	// Deadline, when non-zero, must lie ahead at every send and re-send
 	// (time.Now().Before(Deadline)); otherwise Expirer.Expired decides what
 	// happens to the request, and without an Expirer the expiry is terminal.
@@ -53,6 +70,37 @@ type Request[T any] struct {
 
 // Attempts returns how many times the request has been sent so far.
 func (r *Request[T]) Attempts() int { return r.attempts }
+
+// Queue returns the path of the queue the request is for: a create's parent,
+// or the queue part of the name of the task a delete names.
+func (r *Request[T]) Queue() string {
+	if r.Delete != nil {
+		name := r.Delete.GetName()
+		if i := strings.LastIndex(name, "/tasks/"); i >= 0 {
+			return name[:i]
+		}
+		return name
+	}
+	return r.Create.GetParent()
+}
+
+// classify classifies a failed attempt of the request: Classify for a create,
+// ClassifyDelete for a delete.
+func (r *Request[T]) classify(err error) decision {
+	if r.Delete != nil {
+		return classifyDelete(err)
+	}
+	return classify(err, r.Create.GetTask().GetName() != "")
+}
+
+// doing says what the request does, for error messages: "creating a task in
+// queue Q" or "deleting task T".
+func (r *Request[T]) doing() string {
+	if r.Delete != nil {
+		return fmt.Sprintf("deleting task %q", r.Delete.GetName())
+	}
+	return fmt.Sprintf("creating a task in queue %q", r.Create.GetParent())
+}
 
 // Returned returns the task the Creator returned for the attempt that created
 // the request: for Cloud Tasks, the task as stored, with the name the service
@@ -74,7 +122,8 @@ type Observer[T any] interface {
 	// is the task the service returned. deduplicated is true when the answer
 	// was ALREADY_EXISTS for a named task (an earlier attempt or run created
 	// it). Also called, with deduplicated false, when Expirer.Expired answered
-	// ExpiredAssumeCreated.
+	// ExpiredAssumeCreated. For a delete (Request.Delete) it reports the task
+	// deleted, with deduplicated true when it was already gone (Gone).
 	Created(ctx context.Context, r *Request[T], deduplicated bool)
 	// Rejected reports that Cloud Tasks answered INVALID_ARGUMENT, or that the
 	// request was refused for its size before Cloud Tasks read it (TooLarge;
