@@ -13,7 +13,8 @@ import (
 )
 
 // The store's task methods: names and tombstones, create, read, list and
-// delete.
+// delete, and the NOT_FOUND answers about a task (validate.go says where
+// their texts come from).
 
 // removeLocked drops a stored task and keeps its name taken for the queue's
 // tombstone window. mu must be held.
@@ -65,7 +66,7 @@ func (st *store) createTask(req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.
 	}
 	st.mu.Unlock()
 	if !ok {
-		return nil, notFound()
+		return nil, queueNotFound()
 	}
 	if quotaErr != nil {
 		return nil, quotaErr
@@ -98,7 +99,7 @@ func (st *store) createTask(req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.
 	qs, ok := st.queues[parent]
 	if !ok { // deleted meanwhile
 		st.mu.Unlock()
-		return nil, notFound()
+		return nil, queueNotFound()
 	}
 	if t.Name == "" {
 		for {
@@ -141,30 +142,48 @@ func render(t *cloudtaskspb.Task, view cloudtaskspb.Task_View) *cloudtaskspb.Tas
 }
 
 func (st *store) getTask(name string, view cloudtaskspb.Task_View) (*cloudtaskspb.Task, error) {
-	if _, err := splitTaskName("name", name); err != nil {
+	queue, err := splitTaskName("name", name)
+	if err != nil {
 		return nil, err
 	}
+	now := st.now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	e, ok := st.tasks[name]
 	if !ok {
-		return nil, notFound()
+		return nil, st.missingTaskLocked(queue, name, now)
 	}
 	return render(e.t, view), nil
 }
 
 func (st *store) deleteTask(name string) error {
-	if _, err := splitTaskName("name", name); err != nil {
+	queue, err := splitTaskName("name", name)
+	if err != nil {
 		return err
 	}
+	now := st.now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	e, ok := st.tasks[name]
 	if !ok {
-		return notFound()
+		return st.missingTaskLocked(queue, name, now)
 	}
-	st.removeLocked(e, st.now())
+	st.removeLocked(e, now)
 	return nil
+}
+
+// missingTaskLocked is the NOT_FOUND answer about the task called name in queue, which the
+// store does not hold: the queue's when the queue does not exist, taskGone while the name is
+// within its tombstone window (the task ran or was deleted), else the plain one. mu must be
+// held.
+func (st *store) missingTaskLocked(queue, name string, now time.Time) error {
+	if _, ok := st.queues[queue]; !ok {
+		return queueNotFound()
+	}
+	if until, ok := st.tombstones[name]; ok && now.Before(until) {
+		return taskGone()
+	}
+	return notFound()
 }
 
 // sortedLocked returns the queue's tasks in creation order. mu must be held.
@@ -196,7 +215,7 @@ func (st *store) listTasks(parent string, view cloudtaskspb.Task_View, pageSize 
 	defer st.mu.Unlock()
 	qs, ok := st.queues[parent]
 	if !ok {
-		return nil, "", notFound()
+		return nil, "", queueNotFound()
 	}
 	var out []*cloudtaskspb.Task
 	var last uint64

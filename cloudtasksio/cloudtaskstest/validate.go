@@ -56,8 +56,31 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
+// The NOT_FOUND answers, in the words Cloud Tasks uses, so that a client that tells them apart
+// (a delete tells a task that is gone from a queue that is missing) sees them as it would
+// against the service. The service's texts were recorded by the conformance suite of the
+// community emulator (github.com/aertje/cloud-tasks-emulator, conformance/golden/realcloud.json):
+// "Requested entity was not found." for DeleteTask, GetTask and RunTask of a task that is not
+// there and for DeleteQueue of a missing queue; queueNotFound's text for CreateTask into, and
+// GetQueue, PauseQueue, PurgeQueue and ResumeQueue of, a missing queue (recently deleted or
+// never created alike); taskGone's for GetTask of a task deleted within its name's retention.
+// Not recorded, and answered here by analogy: DeleteTask of such a task (taskGone, as the
+// community emulator does), and DeleteTask, GetTask and ListTasks in a missing queue
+// (queueNotFound, as every recorded call about a missing queue but DeleteQueue).
+
+// notFound answers a call about a task, or a DeleteQueue, whose resource does not exist.
 func notFound() error {
 	return status.Error(codes.NotFound, "Requested entity was not found.")
+}
+
+// queueNotFound answers a call that needs a queue that does not exist.
+func queueNotFound() error {
+	return status.Error(codes.NotFound, "Queue does not exist. If you just created the queue, wait at least a minute for the queue to initialize.")
+}
+
+// taskGone answers a call about a task that ran or was deleted while its name is still taken.
+func taskGone() error {
+	return status.Error(codes.NotFound, "The task no longer exists, though a task with this name existed recently. The task either successfully completed or was deleted.")
 }
 
 func alreadyExists() error {
