@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 
@@ -211,6 +212,9 @@ func headerProblem(headers map[string]string, reserved func(folded string) bool)
 		}
 		if strings.ContainsAny(value, "\r\n\x00") {
 			return name, fmt.Sprintf("header %s has a value with CR, LF or NUL", boundedtext.Quote(name))
+		}
+		if !utf8.ValidString(value) {
+			return name, fmt.Sprintf("header %s has a value that is not valid UTF-8 (Cloud Tasks takes only UTF-8 text)", boundedtext.Quote(name))
 		}
 		folded := strings.ToLower(name)
 		if other, dup := seen[folded]; dup {
