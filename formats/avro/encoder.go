@@ -33,12 +33,12 @@ type avroOptions struct {
 func parseAvroOptions(opts map[string]string) (avroOptions, error) {
 	text := strings.TrimSpace(opts[formats.OptionAvroSchema])
 	if text == "" {
-		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("formats: avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema), formats.OptionAvroSchema)
+		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("avro: option %q is required: the writer schema as JSON text", formats.OptionAvroSchema), formats.OptionAvroSchema)
 	}
 	// A private cache keeps named types of one schema from clashing with another's.
 	sch, err := hamba.ParseWithCache(text, "", &hamba.SchemaCache{})
 	if err != nil {
-		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("formats: avro: option %q does not parse: %w", formats.OptionAvroSchema, err), formats.OptionAvroSchema)
+		return avroOptions{}, bodyformat.NewOptionError(fmt.Errorf("avro: option %q does not parse: %w", formats.OptionAvroSchema, err), formats.OptionAvroSchema)
 	}
 	return avroOptions{schema: sch}, nil
 }
@@ -74,18 +74,18 @@ func newAvroEncoder(s *bodyformat.Schema, o avroOptions) (bodyformat.ElementEnco
 	if s.Plain() {
 		w, err := c.compile(o.schema, s.Type(), "the element value")
 		if err != nil {
-			return nil, fmt.Errorf("formats: avro: %w", err)
+			return nil, fmt.Errorf("avro: %w", err)
 		}
 		e.write = w
 		return e, nil
 	}
 	rec, ok := resolveRef(o.schema).(*hamba.RecordSchema)
 	if !ok {
-		return nil, fmt.Errorf("formats: avro: the schema of a struct element must be a record, not %s", o.schema.Type())
+		return nil, fmt.Errorf("avro: the schema of a struct element must be a record, not %s", o.schema.Type())
 	}
 	w, err := c.record(rec, s.BodyFields(), "")
 	if err != nil {
-		return nil, fmt.Errorf("formats: avro: %w", err)
+		return nil, fmt.Errorf("avro: %w", err)
 	}
 	e.write = w
 	return e, nil
@@ -102,7 +102,7 @@ func (e *avroEncoder) Encode(elem any) ([]byte, error) {
 		err = fmt.Errorf("writing failed: %w", w.Error)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("formats: avro: %w", err)
+		return nil, fmt.Errorf("avro: %w", err)
 	}
 	return w.Buffer(), nil
 }

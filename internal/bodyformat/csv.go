@@ -50,13 +50,13 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 	if v, ok := opts[formats.OptionCSVDisableQuoteCharacter]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			return o, NewOptionError(fmt.Errorf("formats: csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVDisableQuoteCharacter)
+			return o, NewOptionError(fmt.Errorf("csv: option %q must be true or false", formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVDisableQuoteCharacter)
 		}
 		disable = b
 	}
 	if v, ok := opts[formats.OptionCSVQuoteCharacter]; ok {
 		if disable {
-			return o, NewOptionError(fmt.Errorf("formats: csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
+			return o, NewOptionError(fmt.Errorf("csv: options %q and %q=true cannot be combined", formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter), formats.OptionCSVQuoteCharacter, formats.OptionCSVDisableQuoteCharacter)
 		}
 		r, err := csvChar(formats.OptionCSVQuoteCharacter, v)
 		if err != nil {
@@ -68,11 +68,11 @@ func parseCSVOptions(opts map[string]string) (csvOptions, error) {
 		o.quote = 0
 	}
 	if o.quote == o.delimiter {
-		return o, NewOptionError(fmt.Errorf("formats: csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter), formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
+		return o, NewOptionError(fmt.Errorf("csv: options %q and %q must differ", formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter), formats.OptionCSVFieldDelimiter, formats.OptionCSVQuoteCharacter)
 	}
 	if v, ok := opts[formats.OptionCSVNullLiteral]; ok {
 		if strings.ContainsRune(v, o.delimiter) || strings.ContainsAny(v, "\r\n") || o.quote != 0 && strings.ContainsRune(v, o.quote) {
-			return o, NewOptionError(fmt.Errorf("formats: csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral), formats.OptionCSVNullLiteral)
+			return o, NewOptionError(fmt.Errorf("csv: option %q must not contain the delimiter, the quote character or a line break", formats.OptionCSVNullLiteral), formats.OptionCSVNullLiteral)
 		}
 		o.null = v
 	}
@@ -86,10 +86,10 @@ func csvChar(key, v string) (rune, error) {
 	}
 	r, size := utf8.DecodeRuneInString(v)
 	if v == "" || size != len(v) || r == utf8.RuneError {
-		return 0, NewOptionError(fmt.Errorf("formats: csv: option %q must be exactly one character", key), key)
+		return 0, NewOptionError(fmt.Errorf("csv: option %q must be exactly one character", key), key)
 	}
 	if r == '\r' || r == '\n' {
-		return 0, NewOptionError(fmt.Errorf("formats: csv: option %q must not be a line break", key), key)
+		return 0, NewOptionError(fmt.Errorf("csv: option %q must not be a line break", key), key)
 	}
 	return r, nil
 }
@@ -112,13 +112,13 @@ type csvEncoder struct {
 
 func newCSVEncoder(s *Schema, o csvOptions) (ElementEncoder, error) {
 	if s.plain {
-		return nil, fmt.Errorf("formats: csv: element type %s has no fields to write as a record; to send a string that holds a CSV line as it is, use the raw format (and set Content-Type: text/csv in the target's headers)", s.typ)
+		return nil, fmt.Errorf("csv: element type %s has no fields to write as a record; to send a string that holds a CSV line as it is, use the raw format (and set Content-Type: text/csv in the target's headers)", s.typ)
 	}
 	e := &csvEncoder{s: s, o: o}
 	for _, f := range s.body {
 		w, ok := csvWriterOf(f.Type)
 		if !ok {
-			return nil, fmt.Errorf("formats: csv: %s has Go type %s; the format accepts only scalar fields (strings, numbers, booleans, []byte, time.Time or other text marshalers) and pointers to them", f.Describe(), f.Type)
+			return nil, fmt.Errorf("csv: %s has Go type %s; the format accepts only scalar fields (strings, numbers, booleans, []byte, time.Time or other text marshalers) and pointers to them", f.Describe(), f.Type)
 		}
 		e.fields = append(e.fields, csvField{Field: f, write: w})
 	}
@@ -220,14 +220,14 @@ func (e *csvEncoder) Encode(elem any) ([]byte, error) {
 		var present bool
 		text, present, err = f.write(text[:0], fieldValue(v, f.Field))
 		if err != nil {
-			return nil, fmt.Errorf("formats: csv: %s: %w", f.Describe(), err)
+			return nil, fmt.Errorf("csv: %s: %w", f.Describe(), err)
 		}
 		if !present {
 			out = append(out, e.o.null...)
 			continue
 		}
 		if out, err = e.appendField(out, text); err != nil {
-			return nil, fmt.Errorf("formats: csv: %s: %w", f.Describe(), err)
+			return nil, fmt.Errorf("csv: %s: %w", f.Describe(), err)
 		}
 	}
 	return out, nil

@@ -35,13 +35,13 @@ type formEncoder struct {
 
 func newFormEncoder(s *Schema) (ElementEncoder, error) {
 	if s.plain {
-		return nil, fmt.Errorf("formats: form-urlencoded: element type %s has no field names; use a struct with string or []string fields", s.typ)
+		return nil, fmt.Errorf("form-urlencoded: element type %s has no field names; use a struct with string or []string fields", s.typ)
 	}
 	e := &formEncoder{s: s}
 	for _, f := range s.body {
 		kind, ok := formKindOf(f.Type)
 		if !ok {
-			return nil, fmt.Errorf("formats: form-urlencoded: %s has Go type %s; the format accepts only string, []string, []*string and pointers to them: convert the value to a string field", f.Describe(), f.Type)
+			return nil, fmt.Errorf("form-urlencoded: %s has Go type %s; the format accepts only string, []string, []*string and pointers to them: convert the value to a string field", f.Describe(), f.Type)
 		}
 		e.fields = append(e.fields, formField{Field: f, kind: kind})
 	}
@@ -99,7 +99,7 @@ func (e *formEncoder) Encode(elem any) ([]byte, error) {
 		case formStringPtrs:
 			for i := range fv.Len() {
 				if fv.Index(i).IsNil() {
-					return nil, fmt.Errorf("formats: form-urlencoded: %s: entry %d is nil, which a form cannot represent", f.Describe(), i)
+					return nil, fmt.Errorf("form-urlencoded: %s: entry %d is nil, which a form cannot represent", f.Describe(), i)
 				}
 			}
 			for i := range fv.Len() {

@@ -8,8 +8,8 @@
 // format (which options, which Content-Type, does it exist) is answered by that row. The avro
 // row's parser lives in package formats/avro, which installs it with Register when it is
 // imported, so that programs that never write Avro do not link an Avro library. Error
-// messages start with "formats:", the package the user configures. The package does not
-// depend on Beam.
+// messages start with "formats: ", the package the user configures, added once where they
+// leave the package (boundary.go). The package does not depend on Beam.
 package bodyformat
 
 import (
@@ -124,7 +124,7 @@ func (s spec) parserOf() (OptionParser, error) {
 	p := registered.parsers[s.name]
 	registered.RUnlock()
 	if p == nil {
-		return nil, fmt.Errorf("formats: format %s: its encoder is not linked into this program: add the import "+
+		return nil, fmt.Errorf("format %s: its encoder is not linked into this program: add the import "+
 			"_ %q (or use its Format function) in the package that builds the pipeline", s.name, s.registeredBy)
 	}
 	return p, nil
@@ -193,12 +193,15 @@ type OptionError struct {
 }
 
 // Error returns the message, which names the option keys in Options.
-func (e *OptionError) Error() string { return e.err.Error() }
+func (e *OptionError) Error() string { return prefixText(e.err.Error()) }
 
 // Unwrap returns what err wraps (the schema parser's error for an avro schema that does not
 // parse).
 func (e *OptionError) Unwrap() error { return errors.Unwrap(e.err) }
 
+// NewOptionError returns the *OptionError of options, with err's text (which names them,
+// without the package prefix: OptionError.Error adds it) as its message. An option parser
+// (OptionParser) returns it for an option it refuses.
 func NewOptionError(err error, options ...string) error {
 	return &OptionError{Options: options, err: err}
 }
@@ -208,7 +211,7 @@ func NewOptionError(err error, options ...string) error {
 // the message and, as an *OptionError, in its Options.
 func Validate(f formats.Format) error {
 	_, _, err := parse(f)
-	return err
+	return withPrefix(err)
 }
 
 // parse validates f and returns its row and the encoder constructor its options configure;
@@ -216,20 +219,20 @@ func Validate(f formats.Format) error {
 func parse(f formats.Format) (spec, EncoderFactory, error) {
 	if f.Name == "" {
 		if len(f.Options) > 0 {
-			return spec{}, nil, fmt.Errorf("formats: options given without a format name")
+			return spec{}, nil, fmt.Errorf("options given without a format name")
 		}
 		return spec{}, nil, nil
 	}
 	s, ok := lookup(f.Name)
 	if !ok {
-		return spec{}, nil, fmt.Errorf("formats: unknown format %s; known formats: %s", boundedtext.Quote(f.Name), strings.Join(Names(), ", "))
+		return spec{}, nil, fmt.Errorf("unknown format %s; known formats: %s", boundedtext.Quote(f.Name), strings.Join(Names(), ", "))
 	}
 	for k := range f.Options {
 		if !slices.Contains(s.options, k) {
 			if len(s.options) == 0 {
-				return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %s; it takes no options", f.Name, boundedtext.Quote(k)), k)
+				return spec{}, nil, NewOptionError(fmt.Errorf("format %s: unknown option %s; it takes no options", f.Name, boundedtext.Quote(k)), k)
 			}
-			return spec{}, nil, NewOptionError(fmt.Errorf("formats: format %s: unknown option %s; known options: %s", f.Name, boundedtext.Quote(k), strings.Join(s.options, ", ")), k)
+			return spec{}, nil, NewOptionError(fmt.Errorf("format %s: unknown option %s; known options: %s", f.Name, boundedtext.Quote(k), strings.Join(s.options, ", ")), k)
 		}
 	}
 	p, err := s.parserOf()
@@ -258,7 +261,8 @@ func (e *Encoder) Encode(elem any) ([]byte, error) {
 	if e.enc == nil {
 		return nil, nil
 	}
-	return e.enc.Encode(elem)
+	body, err := e.enc.Encode(elem)
+	return body, withPrefix(err)
 }
 
 // ContentType returns the Content-Type the format sets itself (FormContentType for
@@ -274,8 +278,15 @@ func (e *Encoder) DefaultContentType() string { return e.defaultContentType }
 // Errors name the offending option key or body field. The zero Format returns an encoder that
 // produces no body (nil).
 func NewEncoder(f formats.Format, s *Schema) (*Encoder, error) {
+	e, err := newEncoder(f, s)
+	return e, withPrefix(err)
+}
+
+// newEncoder is NewEncoder without the package prefix on its errors; the encoder is nil on
+// error.
+func newEncoder(f formats.Format, s *Schema) (*Encoder, error) {
 	if s == nil {
-		return nil, fmt.Errorf("formats: NewEncoder needs a schema")
+		return nil, fmt.Errorf("NewEncoder needs a schema")
 	}
 	row, n, err := parse(f)
 	if err != nil {

@@ -26,7 +26,7 @@ type jsonEncoder struct {
 func newJSONEncoder(s *Schema) (ElementEncoder, error) {
 	for _, f := range s.body {
 		if err := checkJSONType(f.Type, map[reflect.Type]bool{}); err != nil {
-			return nil, fmt.Errorf("formats: json: %s: %w", f.Describe(), err)
+			return nil, fmt.Errorf("json: %s: %w", f.Describe(), err)
 		}
 	}
 	e := &jsonEncoder{s: s}
@@ -105,7 +105,7 @@ func (e *jsonEncoder) Encode(elem any) ([]byte, error) {
 	}
 	b, err := json.Marshal(body.Interface())
 	if err != nil {
-		return nil, fmt.Errorf("formats: json: cannot encode %s: %s", e.culprit(v), jsonErrorKind(err))
+		return nil, fmt.Errorf("json: cannot encode %s: %s", e.culprit(v), jsonErrorKind(err))
 	}
 	return b, nil
 }
@@ -123,9 +123,9 @@ func jsonDocument(v reflect.Value) ([]byte, error) {
 	if !json.Valid(doc) {
 		var se *json.SyntaxError
 		if err := json.Unmarshal(doc, new(json.RawMessage)); errors.As(err, &se) {
-			return nil, fmt.Errorf("formats: json: the element is not a JSON document: syntax error at byte offset %d of %d", se.Offset, len(doc))
+			return nil, fmt.Errorf("json: the element is not a JSON document: syntax error at byte offset %d of %d", se.Offset, len(doc))
 		}
-		return nil, fmt.Errorf("formats: json: the element is not a JSON document (%d bytes)", len(doc))
+		return nil, fmt.Errorf("json: the element is not a JSON document (%d bytes)", len(doc))
 	}
 	return doc, nil
 }

@@ -22,11 +22,11 @@ func newRawEncoder(s *Schema) (ElementEncoder, error) {
 		for i, f := range s.body {
 			names[i] = f.GoName
 		}
-		return nil, fmt.Errorf("formats: raw: element type %s has %d body fields %v; the format needs exactly one, of type string or []byte (tag the others as metadata or json:\"-\")", s.typ, len(s.body), names)
+		return nil, fmt.Errorf("raw: element type %s has %d body fields %v; the format needs exactly one, of type string or []byte (tag the others as metadata or json:\"-\")", s.typ, len(s.body), names)
 	}
 	f := s.body[0]
 	if !isPlainBody(f.Type) {
-		return nil, fmt.Errorf("formats: raw: %s has Go type %s; the format accepts only string or []byte", f.Describe(), f.Type)
+		return nil, fmt.Errorf("raw: %s has Go type %s; the format accepts only string or []byte", f.Describe(), f.Type)
 	}
 	return &rawEncoder{s: s, field: f}, nil
 }

@@ -147,8 +147,14 @@ type Schema struct {
 // body fields with the same name, and an embedded field, exported or not, whose fields
 // encoding/json would promote (embedding is not supported; give the field a name).
 func NewSchema(t reflect.Type) (*Schema, error) {
+	s, err := newSchema(t)
+	return s, withPrefix(err)
+}
+
+// newSchema is NewSchema without the package prefix on its errors; the schema is nil on error.
+func newSchema(t reflect.Type) (*Schema, error) {
 	if t == nil {
-		return nil, fmt.Errorf("formats: element type is nil")
+		return nil, fmt.Errorf("element type is nil")
 	}
 	s := &Schema{typ: t, base: t, byKey: map[string]int{}}
 	if t.Kind() == reflect.Pointer {
@@ -156,14 +162,14 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 	}
 	if isPlainBody(s.base) {
 		if t.Kind() == reflect.Pointer {
-			return nil, fmt.Errorf("formats: element type %s: a plain string or []byte element must not be a pointer", t)
+			return nil, fmt.Errorf("element type %s: a plain string or []byte element must not be a pointer", t)
 		}
 		s.plain = true
 		s.body = []Field{{Index: -1, Type: t}}
 		return s, nil
 	}
 	if s.base.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("formats: element type %s: want a struct, a pointer to a struct, a string or a []byte", t)
+		return nil, fmt.Errorf("element type %s: want a struct, a pointer to a struct, a string or a []byte", t)
 	}
 	names := map[string]string{} // body name -> Go name
 	for i := range s.base.NumField() {
@@ -181,13 +187,13 @@ func NewSchema(t reflect.Type) (*Schema, error) {
 			continue
 		}
 		if embeddedStruct(sf) {
-			return nil, fmt.Errorf("formats: embedded field %s of %s: embedded fields are not supported; give the field a name", sf.Name, t)
+			return nil, fmt.Errorf("embedded field %s of %s: embedded fields are not supported; give the field a name", sf.Name, t)
 		}
 		if !sf.IsExported() {
 			continue
 		}
 		if other, dup := names[name]; dup {
-			return nil, fmt.Errorf("formats: fields %s and %s of %s both have the body name %s", other, sf.Name, t, boundedtext.Quote(name))
+			return nil, fmt.Errorf("fields %s and %s of %s both have the body name %s", other, sf.Name, t, boundedtext.Quote(name))
 		}
 		names[name] = sf.Name
 		s.body = append(s.body, Field{Name: name, GoName: sf.Name, Index: i, Type: sf.Type, jsonTag: jsonTag})
@@ -199,16 +205,16 @@ func (s *Schema) addMeta(sf reflect.StructField, index int, key string) error {
 	where := fmt.Sprintf("field %s (%s:%s) of %s", sf.Name, TagName, boundedtext.Quote(key), s.typ)
 	i := slices.IndexFunc(keySpecs, func(k keySpec) bool { return k.key == key })
 	if i < 0 {
-		return fmt.Errorf("formats: %s: unknown metadata key; known keys: %s", where, strings.Join(Keys(), ", "))
+		return fmt.Errorf("%s: unknown metadata key; known keys: %s", where, strings.Join(Keys(), ", "))
 	}
 	if !sf.IsExported() {
-		return fmt.Errorf("formats: %s: a metadata field must be exported", where)
+		return fmt.Errorf("%s: a metadata field must be exported", where)
 	}
 	if spec := keySpecs[i]; !spec.fits(sf.Type) {
-		return fmt.Errorf("formats: %s: has Go type %s, want %s", where, sf.Type, spec.want)
+		return fmt.Errorf("%s: has Go type %s, want %s", where, sf.Type, spec.want)
 	}
 	if prev, dup := s.byKey[key]; dup {
-		return fmt.Errorf("formats: %s: key already used by field %s", where, s.meta[prev].goName)
+		return fmt.Errorf("%s: key already used by field %s", where, s.meta[prev].goName)
 	}
 	s.byKey[key] = len(s.meta)
 	s.meta = append(s.meta, metaField{key: key, goName: sf.Name, index: index})
@@ -315,8 +321,8 @@ func (s *Schema) MetadataKeys() []string {
 func (s *Schema) CheckKeys(allowed []string, by string) error {
 	for _, m := range s.meta {
 		if !slices.Contains(allowed, m.key) {
-			return fmt.Errorf("formats: field %s (%s:%s) of %s: key is not accepted by %s",
-				m.goName, TagName, boundedtext.Quote(m.key), s.typ, by)
+			return withPrefix(fmt.Errorf("field %s (%s:%s) of %s: key is not accepted by %s",
+				m.goName, TagName, boundedtext.Quote(m.key), s.typ, by))
 		}
 	}
 	return nil
@@ -358,7 +364,7 @@ func (s *Schema) Metadata(elem any) (Metadata, error) {
 	md := Metadata{HasTaskID: s.Has(KeyTaskID)}
 	v, err := s.Value(elem)
 	if err != nil {
-		return md, err
+		return md, withPrefix(err)
 	}
 	for _, m := range s.meta {
 		f := v.Field(m.index)
@@ -415,22 +421,23 @@ func stringPtr(f reflect.Value) *string {
 }
 
 // Value returns the element as a (dereferenced) value of the schema's base type; the error
-// names the types when elem is nil or of another type, never its data.
+// names the types when elem is nil or of another type, never its data. It is for encoders,
+// whose errors leave through NewEncoder or Encoder.Encode: it has no package prefix.
 func (s *Schema) Value(elem any) (reflect.Value, error) {
 	v := reflect.ValueOf(elem)
 	if !v.IsValid() {
-		return v, fmt.Errorf("formats: element is nil, want %s", s.typ)
+		return v, fmt.Errorf("element is nil, want %s", s.typ)
 	}
 	if v.Type() == s.base {
 		return v, nil
 	}
 	if v.Kind() == reflect.Pointer && v.Type().Elem() == s.base {
 		if v.IsNil() {
-			return v, fmt.Errorf("formats: element is a nil %s", v.Type())
+			return v, fmt.Errorf("element is a nil %s", v.Type())
 		}
 		return v.Elem(), nil
 	}
-	return v, fmt.Errorf("formats: element has type %s, want %s", v.Type(), s.typ)
+	return v, fmt.Errorf("element has type %s, want %s", v.Type(), s.typ)
 }
 
 // fieldValue returns the value of body field f of the element value v.
