@@ -13,7 +13,6 @@ import (
 
 	"cloud.google.com/go/pubsub/v2"
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
-	"github.com/apache/beam/sdks/v2/go/pkg/beam/log"
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/gcpconn"
 	"github.com/googleapis/gax-go/v2"
 	"google.golang.org/api/option"
@@ -63,7 +62,7 @@ func getPublisher(ctx context.Context, key clientKey, checkTimeout time.Duration
 		if err != nil {
 			return nil, err
 		}
-		log.Infof(ctx, "pubsubdl: worker %s publishes dead letters to topic %s", workerID(), key.topic)
+		infof(ctx, "worker %s publishes dead letters to topic %s", workerID(), key.topic)
 		return sp, nil
 	})
 }
@@ -82,7 +81,7 @@ func newSharedPublisher(ctx context.Context, key clientKey, checkTimeout time.Du
 	}
 	client, err := pubsub.NewClient(ctx, topic.project, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("pubsubdl: creating the Pub/Sub client for topic %q: %w", key.topic, err)
+		return nil, fmt.Errorf("creating the Pub/Sub client for topic %q: %w", key.topic, err)
 	}
 	noRetryOfSizeRefusals(client)
 	if err := checkTopic(ctx, client, key.topic, checkTimeout); err != nil {
@@ -140,9 +139,10 @@ func checkTopic(ctx context.Context, client *pubsub.Client, topic string, timeou
 	case err == nil:
 		return nil
 	case status.Code(err) == codes.NotFound:
-		return fmt.Errorf("pubsubdl: Topic %q does not exist; create it (and a subscription that reads it) before running the pipeline, ToPubSub never creates topics", topic)
+		//lint:ignore ST1005 the error names the field Topic; the package prefix comes before it (withPrefix)
+		return fmt.Errorf("Topic %q does not exist; create it (and a subscription that reads it) before running the pipeline, ToPubSub never creates topics", topic)
 	default:
-		return fmt.Errorf("pubsubdl: checking that Topic %q exists: %w", topic, err)
+		return fmt.Errorf("checking that Topic %q exists: %w", topic, err)
 	}
 }
 
@@ -154,7 +154,7 @@ func clientOptions(key clientKey) ([]option.ClientOption, error) {
 	conn := gcpconn.Connection{Emulator: key.endpoint, KeyFile: key.keyFile, Settings: key.settings}
 	opts, err := conn.Options(clientFieldNames, []string{pubsub.ScopePubSub}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("pubsubdl: %w", err)
+		return nil, err
 	}
 	if key.endpoint != "" {
 		opts = append(opts, option.WithGRPCConnectionPool(1))

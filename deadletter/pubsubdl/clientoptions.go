@@ -72,10 +72,10 @@ func (o ClientOptions) settings(emulator string) (gcpconn.ClientSettings, error)
 	case TelemetryOff:
 		s.DisableTelemetry = true
 	default:
-		return s, fmt.Errorf("pubsubdl: Client.Telemetry %d is not TelemetryDefault, TelemetryOn or TelemetryOff", o.Telemetry)
+		return s, fmt.Errorf("Client.Telemetry %d is not TelemetryDefault, TelemetryOn or TelemetryOff", o.Telemetry)
 	}
 	if err := s.Check(clientFieldNames, emulator, o.ImpersonateDelegates); err != nil {
-		return s, fmt.Errorf("pubsubdl: %w", err)
+		return s, err
 	}
 	return s, nil
 }

@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 errors start with the field they name (Topic, Encoding); the package prefix comes before it (ConfigError.Error)
+
 package pubsubdl
 
 import (
@@ -92,7 +94,7 @@ type ConfigError struct {
 }
 
 // Error returns the message, which names Field.
-func (e *ConfigError) Error() string { return e.msg }
+func (e *ConfigError) Error() string { return prefixText(e.msg) }
 
 // validate checks cfg as ToPubSub needs it and returns it with defaults applied. Every error
 // is a *ConfigError.
@@ -115,13 +117,13 @@ func (cfg PubSubConfig) check() (PubSubConfig, string, error) {
 		return cfg, "Topic", err
 	}
 	if cfg.MaxInFlightMessages < -1 {
-		return cfg, "MaxInFlightMessages", fmt.Errorf("pubsubdl: MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
+		return cfg, "MaxInFlightMessages", fmt.Errorf("MaxInFlightMessages is %d; want a positive bound (1 waits for each message), 0 for the default %d, or -1 (wait only in FinishBundle)", cfg.MaxInFlightMessages, DefaultMaxInFlightMessages)
 	}
 	if cfg.MaxInFlightMessages == 0 {
 		cfg.MaxInFlightMessages = DefaultMaxInFlightMessages
 	}
 	if cfg.FlushTimeout < 0 {
-		return cfg, "FlushTimeout", fmt.Errorf("pubsubdl: FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
+		return cfg, "FlushTimeout", fmt.Errorf("FlushTimeout is %v; want a positive duration, or 0 for the default %v", cfg.FlushTimeout, DefaultFlushTimeout)
 	}
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = DefaultFlushTimeout
@@ -129,11 +131,11 @@ func (cfg PubSubConfig) check() (PubSubConfig, string, error) {
 	switch cfg.Encoding {
 	case "", EncodingEnvelopeV1, EncodingJSONV1:
 	default:
-		return cfg, "Encoding", fmt.Errorf("pubsubdl: Encoding is %s; want %q (the default, also written \"\") or %q", boundedtext.Quote(cfg.Encoding), EncodingEnvelopeV1, EncodingJSONV1)
+		return cfg, "Encoding", fmt.Errorf("Encoding is %s; want %q (the default, also written \"\") or %q", boundedtext.Quote(cfg.Encoding), EncodingEnvelopeV1, EncodingJSONV1)
 	}
 	conn := gcpconn.Connection{Emulator: cfg.EmulatorEndpoint, KeyFile: cfg.ServiceAccountKeyFile}
 	if err := conn.CheckCredentials(clientFieldNames); err != nil {
-		return cfg, "", fmt.Errorf("pubsubdl: %w", err)
+		return cfg, "", err
 	}
 	if _, err := cfg.Client.settings(cfg.EmulatorEndpoint); err != nil {
 		return cfg, "Client.Telemetry", err // the only refusal that is not a *gcpconn.SettingError
@@ -146,14 +148,14 @@ func (cfg PubSubConfig) check() (PubSubConfig, string, error) {
 func parseTopic(name string) (topicName, error) {
 	parts := strings.Split(name, "/")
 	if name == "" || len(parts) != 4 || parts[0] != "projects" || parts[2] != "topics" {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %s is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", boundedtext.Quote(name))
+		return topicName{}, fmt.Errorf("Topic %s is not a topic resource name; want \"projects/PROJECT/topics/TOPIC\"", boundedtext.Quote(name))
 	}
 	t := topicName{project: parts[1], topic: parts[3]}
 	if !gcpconn.ValidProject(t.project) {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %s: project %s is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", boundedtext.Quote(name), boundedtext.Quote(t.project))
+		return topicName{}, fmt.Errorf("Topic %s: project %s is not a project id; want lowercase letters, digits and hyphens (optionally after a \"domain:\" prefix), or a project number", boundedtext.Quote(name), boundedtext.Quote(t.project))
 	}
 	if !validTopicID(t.topic) {
-		return topicName{}, fmt.Errorf("pubsubdl: Topic %s: topic id %s is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", boundedtext.Quote(name), boundedtext.Quote(t.topic))
+		return topicName{}, fmt.Errorf("Topic %s: topic id %s is invalid; want 3 to 255 characters, starting with a letter, of letters, digits and - _ . ~ + %%, not starting with \"goog\"", boundedtext.Quote(name), boundedtext.Quote(t.topic))
 	}
 	return t, nil
 }

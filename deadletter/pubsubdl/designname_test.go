@@ -1,6 +1,7 @@
 package pubsubdl_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,9 @@ func TestToPubSubChecksEveryFieldAsPubsubdlDoes(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.field)
 			assert.EqualError(t, err, want.Error(), "the same answer as pubsubdl's")
+			assert.True(t, strings.HasPrefix(err.Error(), "pubsubdl: "), "pubsubdl's prefix: %q", err)
+			assert.Equal(t, 1, strings.Count(err.Error(), "pubsubdl:"), "once: %q", err)
+			assert.NotContains(t, err.Error(), "deadletter:", "deadletter passes pubsubdl's error on without its own prefix")
 			assert.PanicsWithError(t, err.Error(), func() { deadletter.ToPubSub(s, c.cfg, failed) })
 		})
 	}
@@ -63,5 +67,7 @@ func TestToPubSubChecksEveryFieldAsPubsubdlDoes(t *testing.T) {
 		err := deadletter.TryToPubSub(s, deadletter.PubSubConfig{Topic: topic}, beam.Create(s, "not a dead letter"))
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), "FailedElement")
+		assert.True(t, strings.HasPrefix(err.Error(), "pubsubdl: ToPubSub: "), err.Error())
+		assert.NotContains(t, err.Error(), "deadletter:")
 	})
 }

@@ -135,7 +135,7 @@ func marshalDoc(doc JSONDeadLetter) []byte {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(doc); err != nil {
 		// Every field is a string, bytes or JSON this file produced and checked.
-		panic(fmt.Sprintf("pubsubdl: internal error: encoding a json-v1 dead letter: %v", err))
+		panic(prefixText(fmt.Sprintf("internal error: encoding a json-v1 dead letter: %v", err)))
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
@@ -355,11 +355,11 @@ func fromJSON(data []byte) (deadletter.FailedElement, time.Time, error) {
 		} else {
 			task := &cloudtaskspb.Task{}
 			if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(doc.Task, task); err != nil {
-				return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: the %s field \"task\" is not a Cloud Tasks task in protojson", EncodingJSONV1)
+				return fe, time.Time{}, fmt.Errorf("FromMessage: the %s field \"task\" is not a Cloud Tasks task in protojson", EncodingJSONV1)
 			}
 			payload, err := proto.MarshalOptions{Deterministic: true}.Marshal(task)
 			if err != nil {
-				return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: the %s field \"task\" cannot be encoded as a task: %s", EncodingJSONV1, boundedtext.Cut(err.Error(), maxNoteBytes))
+				return fe, time.Time{}, fmt.Errorf("FromMessage: the %s field \"task\" cannot be encoded as a task: %s", EncodingJSONV1, boundedtext.Cut(err.Error(), maxNoteBytes))
 			}
 			fe.Payload = payload
 		}
@@ -368,7 +368,7 @@ func fromJSON(data []byte) (deadletter.FailedElement, time.Time, error) {
 	if doc.EventTime != "" {
 		t, err := time.Parse(time.RFC3339Nano, doc.EventTime)
 		if err != nil {
-			return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: the %s field \"event_time\" is not an RFC 3339 time (%d bytes)", EncodingJSONV1, len(doc.EventTime))
+			return fe, time.Time{}, fmt.Errorf("FromMessage: the %s field \"event_time\" is not an RFC 3339 time (%d bytes)", EncodingJSONV1, len(doc.EventTime))
 		}
 		et = t
 	}
@@ -381,12 +381,12 @@ func jsonReadError(err error) error {
 	var typ *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &syntax):
-		return fmt.Errorf("pubsubdl: FromMessage: the %s data is not valid JSON (at byte %d)", EncodingJSONV1, syntax.Offset)
+		return fmt.Errorf("FromMessage: the %s data is not valid JSON (at byte %d)", EncodingJSONV1, syntax.Offset)
 	case errors.As(err, &typ):
 		kind, _, _ := strings.Cut(typ.Value, " ") // "number 5" names the value: keep its kind only
-		return fmt.Errorf("pubsubdl: FromMessage: the %s field %s is a JSON %s, want %v", EncodingJSONV1,
+		return fmt.Errorf("FromMessage: the %s field %s is a JSON %s, want %v", EncodingJSONV1,
 			boundedtext.Quote(typ.Field), boundedtext.Cut(kind, 16), typ.Type)
 	default:
-		return fmt.Errorf("pubsubdl: FromMessage: the %s data cannot be read: %s", EncodingJSONV1, boundedtext.Cut(err.Error(), maxNoteBytes))
+		return fmt.Errorf("FromMessage: the %s data cannot be read: %s", EncodingJSONV1, boundedtext.Cut(err.Error(), maxNoteBytes))
 	}
 }

@@ -219,13 +219,13 @@ func readEnvelope(data []byte, fe *deadletter.FailedElement) error {
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
-			return fmt.Errorf("pubsubdl: FromMessage: the %s data has a malformed field tag: %v", EncodingEnvelopeV1, protowire.ParseError(n))
+			return fmt.Errorf("FromMessage: the %s data has a malformed field tag: %v", EncodingEnvelopeV1, protowire.ParseError(n))
 		}
 		data = data[n:]
 		if typ == protowire.BytesType && num >= envelopePayload && num <= envelopeElementType {
 			v, n := protowire.ConsumeBytes(data)
 			if n < 0 {
-				return fmt.Errorf("pubsubdl: FromMessage: the %s data's field %d is malformed: %v", EncodingEnvelopeV1, num, protowire.ParseError(n))
+				return fmt.Errorf("FromMessage: the %s data's field %d is malformed: %v", EncodingEnvelopeV1, num, protowire.ParseError(n))
 			}
 			switch num {
 			case envelopePayload:
@@ -240,7 +240,7 @@ func readEnvelope(data []byte, fe *deadletter.FailedElement) error {
 		}
 		n = protowire.ConsumeFieldValue(num, typ, data)
 		if n < 0 {
-			return fmt.Errorf("pubsubdl: FromMessage: the %s data's field %d is malformed: %v", EncodingEnvelopeV1, num, protowire.ParseError(n))
+			return fmt.Errorf("FromMessage: the %s data's field %d is malformed: %v", EncodingEnvelopeV1, num, protowire.ParseError(n))
 		}
 		data = data[n:]
 	}
@@ -276,8 +276,14 @@ func readEnvelope(data []byte, fe *deadletter.FailedElement) error {
 // consumer that writes dead letters again checks Connector and Destination first, as the
 // replay example does, and leaves the others alone.
 func FromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, error) {
+	fe, et, err := fromMessage(msg)
+	return fe, et, withPrefix(err)
+}
+
+// fromMessage is FromMessage without the package prefix on its errors.
+func fromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, error) {
 	if msg == nil {
-		return deadletter.FailedElement{}, time.Time{}, errors.New("pubsubdl: FromMessage: the message is nil")
+		return deadletter.FailedElement{}, time.Time{}, errors.New("FromMessage: the message is nil")
 	}
 	a := msg.Attributes
 	fe := deadletter.FailedElement{
@@ -296,14 +302,14 @@ func FromMessage(msg *pubsub.Message) (deadletter.FailedElement, time.Time, erro
 	case enc == EncodingJSONV1:
 		return fromJSON(msg.Data)
 	default:
-		return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: attribute %q is %s; this version reads %q, %q and messages without the attribute",
+		return fe, time.Time{}, fmt.Errorf("FromMessage: attribute %q is %s; this version reads %q, %q and messages without the attribute",
 			AttrEncoding, boundedtext.Quote(enc), EncodingEnvelopeV1, EncodingJSONV1)
 	}
 	var et time.Time
 	if v, ok := a[AttrEventTime]; ok {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return fe, time.Time{}, fmt.Errorf("pubsubdl: FromMessage: attribute %q is not an RFC 3339 time (%d bytes)", AttrEventTime, len(v))
+			return fe, time.Time{}, fmt.Errorf("FromMessage: attribute %q is not an RFC 3339 time (%d bytes)", AttrEventTime, len(v))
 		}
 		et = t
 	}

@@ -102,14 +102,14 @@ func (o *outbox) wait(ctx context.Context) error {
 				}
 			}
 			if ctx.Err() != nil {
-				return fmt.Errorf("pubsubdl: bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
+				return fmt.Errorf("bundle cancelled with %d of %d messages to topic %q unpublished: %w", left, total, o.topic, ctx.Err())
 			}
-			return fmt.Errorf("pubsubdl: %d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired (the largest of them %d bytes); failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, largest, err)
+			return fmt.Errorf("%d of %d messages to topic %q were still unpublished when FlushTimeout (%v) expired (the largest of them %d bytes); failing the bundle so its input is replayed: %w", left, total, o.topic, o.timeout, largest, err)
 		}
 		if refusedForSize(err) {
-			return fmt.Errorf("pubsubdl: the server refused a message of %d bytes to topic %q for its size: %w; Pub/Sub takes up to 10 MB, an emulator may take less (pstest and other gRPC servers with default settings: 4 MiB, 4194304 bytes)", size, o.topic, err)
+			return fmt.Errorf("the server refused a message of %d bytes to topic %q for its size: %w; Pub/Sub takes up to 10 MB, an emulator may take less (pstest and other gRPC servers with default settings: 4 MiB, 4194304 bytes)", size, o.topic, err)
 		}
-		return fmt.Errorf("pubsubdl: publishing a message of %d bytes to topic %q failed: %w", size, o.topic, err)
+		return fmt.Errorf("publishing a message of %d bytes to topic %q failed: %w", size, o.topic, err)
 	}
 	o.pending, o.sizes = o.pending[:0], o.sizes[:0]
 	o.bytes = 0

@@ -201,7 +201,7 @@ func TestATopicCheckIsSharedAndItsFailureRememberedForFailureTTL(t *testing.T) {
 			checks.Add(1)
 			time.Sleep(checkTime)
 			if !topicExists.Load() {
-				return nil, errors.New("deadletter: Topic does not exist")
+				return nil, errors.New("Topic does not exist")
 			}
 			return &sharedPublisher{}, nil
 		}

@@ -75,16 +75,22 @@ func ToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) {
 // input that is not a PCollection<FailedElement>) instead of panicking. Each error names the
 // field at fault.
 func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error {
+	return withPrefix(tryToPubSub(s, cfg, failed))
+}
+
+// tryToPubSub is TryToPubSub without the package prefix on its errors (a *ConfigError has
+// its own).
+func tryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error {
 	cfg, err := cfg.validate()
 	if err != nil {
 		return err
 	}
 	settings, _ := cfg.Client.settings(cfg.EmulatorEndpoint) // checked by validate
 	if !failed.IsValid() {
-		return fmt.Errorf("pubsubdl: ToPubSub: the input PCollection is not valid")
+		return fmt.Errorf("ToPubSub: the input PCollection is not valid")
 	}
 	if want := typex.New(failedElementType); !typex.IsEqual(failed.Type(), want) {
-		return fmt.Errorf("pubsubdl: ToPubSub: the input is a PCollection of %v; want a PCollection of deadletter.FailedElement", failed.Type())
+		return fmt.Errorf("ToPubSub: the input is a PCollection of %v; want a PCollection of deadletter.FailedElement", failed.Type())
 	}
 	// The step name predates this package (see the package doc): keep it for job updates.
 	s = s.Scope("deadletter.ToPubSub")
@@ -98,10 +104,10 @@ func TryToPubSub(s beam.Scope, cfg PubSubConfig, failed beam.PCollection) error 
 		Encoding:              cfg.Encoding,
 	}, failed)
 	if err != nil {
-		return fmt.Errorf("pubsubdl: ToPubSub: %w", err)
+		return fmt.Errorf("ToPubSub: %w", err)
 	}
 	if len(out) != 0 {
-		return fmt.Errorf("pubsubdl: ToPubSub: internal error: the publishing DoFn has %d outputs", len(out))
+		return fmt.Errorf("ToPubSub: internal error: the publishing DoFn has %d outputs", len(out))
 	}
 	return nil
 }
@@ -127,7 +133,7 @@ type publishFn struct {
 func (f *publishFn) StartBundle(ctx context.Context) error {
 	sp, err := getPublisher(ctx, clientKey{topic: f.Topic, endpoint: f.EmulatorEndpoint, keyFile: f.ServiceAccountKeyFile, settings: f.Client}, f.FlushTimeout)
 	if err != nil {
-		return err
+		return withPrefix(err)
 	}
 	f.start(pubsubPublisher{sp.pub})
 	return nil
@@ -155,11 +161,11 @@ func (f *publishFn) ProcessElement(ctx context.Context, et beam.EventTime, fe de
 	if reduced {
 		messagesReduced.Inc(ctx, 1)
 	}
-	return f.box.publish(ctx, msg)
+	return withPrefix(f.box.publish(ctx, msg))
 }
 
 // FinishBundle waits for every outstanding publish: the bundle succeeds only once Pub/Sub has
 // accepted all of its messages.
 func (f *publishFn) FinishBundle(ctx context.Context) error {
-	return f.box.wait(ctx)
+	return withPrefix(f.box.wait(ctx))
 }

@@ -24,7 +24,9 @@ type PubSubSettings struct {
 }
 
 // PubSubOutput adds the Pub/Sub dead-letter output to s for failed, a
-// PCollection<FailedElement>, or returns the construction error.
+// PCollection<FailedElement>, or returns the construction error. The error has crossed
+// pubsubdl's boundary (it starts with "pubsubdl: "): deadletter.TryToPubSub passes it on as it
+// is.
 type PubSubOutput func(s beam.Scope, cfg PubSubSettings, failed beam.PCollection) error
 
 var (
