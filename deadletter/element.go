@@ -40,15 +40,22 @@ type ElementEncoder struct {
 
 // NewElementEncoder returns the encoder of elements of type t. It fails when Beam infers no
 // coder for t.
-func NewElementEncoder(t reflect.Type) (enc *ElementEncoder, err error) {
+func NewElementEncoder(t reflect.Type) (*ElementEncoder, error) {
+	enc, err := newElementEncoder(t)
+	return enc, withPrefix(err)
+}
+
+// newElementEncoder is NewElementEncoder without the package prefix on its errors.
+func newElementEncoder(t reflect.Type) (enc *ElementEncoder, err error) {
 	if t == nil {
-		return nil, errors.New("deadletter: NewElementEncoder: the element type is nil")
+		return nil, errors.New("NewElementEncoder: the element type is nil")
 	}
 	name := ElementTypeName(t)
 	defer func() {
 		// Beam reports a type it has no coder for by panicking.
 		if r := recover(); r != nil {
-			enc, err = nil, fmt.Errorf("deadletter: Beam has no coder for element type %s: %s",
+			//lint:ignore ST1005 Beam is a name; the package prefix comes before it (withPrefix)
+			enc, err = nil, fmt.Errorf("Beam has no coder for element type %s: %s",
 				boundedtext.Cut(name, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
@@ -65,19 +72,25 @@ func (e *ElementEncoder) TypeName() string { return e.name }
 
 // Encode returns v, an element of the encoder's type, as FailedElement.Element: a new slice
 // each call. An element the coder cannot encode is an error that does not repeat the element.
-func (e *ElementEncoder) Encode(v any) (out []byte, err error) {
+func (e *ElementEncoder) Encode(v any) ([]byte, error) {
+	out, err := e.encode(v)
+	return out, withPrefix(err)
+}
+
+// encode is Encode without the package prefix on its errors.
+func (e *ElementEncoder) encode(v any) (out []byte, err error) {
 	defer func() {
 		if e.buf.Cap() > maxKeptBuffer {
 			e.buf = bytes.Buffer{}
 		}
 		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("deadletter: encoding an element of type %s panicked: %s",
+			out, err = nil, fmt.Errorf("encoding an element of type %s panicked: %s",
 				boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
 	e.buf.Reset()
 	if err := e.enc.Encode(v, &e.buf); err != nil {
-		return nil, fmt.Errorf("deadletter: encoding an element of type %s: %s",
+		return nil, fmt.Errorf("encoding an element of type %s: %s",
 			boundedtext.Cut(e.name, maxTypeNameInError), boundedtext.Cut(err.Error(), maxTypeNameInError))
 	}
 	return bytes.Clone(e.buf.Bytes()), nil
@@ -86,13 +99,13 @@ func (e *ElementEncoder) Encode(v any) (out []byte, err error) {
 // EncodeElement encodes v for a FailedElement: the Element and ElementType to set. It builds
 // a new ElementEncoder each call; a sink that encodes many elements keeps one instead.
 func EncodeElement[T any](v T) (element []byte, typeName string, err error) {
-	enc, err := NewElementEncoder(reflect.TypeFor[T]())
+	enc, err := newElementEncoder(reflect.TypeFor[T]())
 	if err != nil {
-		return nil, "", err
+		return nil, "", withPrefix(err)
 	}
-	b, err := enc.Encode(v)
+	b, err := enc.encode(v)
 	if err != nil {
-		return nil, "", err
+		return nil, "", withPrefix(err)
 	}
 	return b, enc.TypeName(), nil
 }
@@ -121,9 +134,9 @@ var (
 // dead-letter topic can write such bytes; keep that permission to the pipeline.
 func DecodeElement[T any](fe FailedElement) (T, error) {
 	var zero T
-	v, err := DecodeElementAs(fe, reflect.TypeFor[T]())
+	v, err := decodeElementAs(fe, reflect.TypeFor[T]())
 	if err != nil {
-		return zero, err
+		return zero, withPrefix(err)
 	}
 	return v.(T), nil
 }
@@ -131,36 +144,42 @@ func DecodeElement[T any](fe FailedElement) (T, error) {
 // DecodeElementAs is DecodeElement for a type known only at run time, as in a DoFn that
 // takes the type as a beam.EncodedType: the element is returned as an any holding a value of
 // type t.
-func DecodeElementAs(fe FailedElement, t reflect.Type) (v any, err error) {
+func DecodeElementAs(fe FailedElement, t reflect.Type) (any, error) {
+	v, err := decodeElementAs(fe, t)
+	return v, withPrefix(err)
+}
+
+// decodeElementAs is DecodeElementAs without the package prefix on its errors.
+func decodeElementAs(fe FailedElement, t reflect.Type) (v any, err error) {
 	if t == nil {
-		return nil, errors.New("deadletter: DecodeElement: the element type is nil")
+		return nil, errors.New("DecodeElement: the element type is nil")
 	}
 	want := ElementTypeName(t)
 	if len(fe.Element) == 0 {
-		return nil, fmt.Errorf("deadletter: DecodeElement: %w (code %s)", ErrNoElement, boundedtext.Cut(fe.Code, 64))
+		return nil, fmt.Errorf("DecodeElement: %w (code %s)", ErrNoElement, boundedtext.Cut(fe.Code, 64))
 	}
 	if fe.ElementType != "" && fe.ElementType != want {
-		return nil, fmt.Errorf("deadletter: DecodeElement: %w: it holds a %s, not a %s", ErrElementType,
+		return nil, fmt.Errorf("DecodeElement: %w: it holds a %s, not a %s", ErrElementType,
 			boundedtext.Cut(fe.ElementType, maxTypeNameInError), boundedtext.Cut(want, maxTypeNameInError))
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("deadletter: DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
+			v, err = nil, fmt.Errorf("DecodeElement: decoding %d bytes as %s panicked: %s", len(fe.Element),
 				boundedtext.Cut(want, maxTypeNameInError), boundedtext.Sprint(r, maxTypeNameInError))
 		}
 	}()
 	r := bytes.NewReader(fe.Element)
 	got, err := beam.NewElementDecoder(t).Decode(r)
 	if err != nil {
-		return nil, fmt.Errorf("deadletter: DecodeElement: the %d element bytes do not decode as %s: %s", len(fe.Element),
+		return nil, fmt.Errorf("DecodeElement: the %d element bytes do not decode as %s: %s", len(fe.Element),
 			boundedtext.Cut(want, maxTypeNameInError), boundedtext.Cut(err.Error(), maxTypeNameInError))
 	}
 	if r.Len() != 0 {
-		return nil, fmt.Errorf("deadletter: DecodeElement: the element bytes do not decode as one %s: %d of %d bytes are left over",
+		return nil, fmt.Errorf("DecodeElement: the element bytes do not decode as one %s: %d of %d bytes are left over",
 			boundedtext.Cut(want, maxTypeNameInError), r.Len(), len(fe.Element))
 	}
 	if got == nil || reflect.TypeOf(got) != t {
-		return nil, fmt.Errorf("deadletter: DecodeElement: Beam's decoder for %s returned a %T", boundedtext.Cut(want, maxTypeNameInError), got)
+		return nil, fmt.Errorf("DecodeElement: Beam's decoder for %s returned a %T", boundedtext.Cut(want, maxTypeNameInError), got)
 	}
 	return got, nil
 }
