@@ -3,12 +3,6 @@ package cloudtasksio
 import (
 	"context"
 	"go/ast"
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -21,61 +15,17 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
 	"github.com/beam-cloudtasks/beam-cloudtasks/formats"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundary/boundarytest"
 )
 
-// boundaryFiles are the files allowed to write the package prefix.
-var boundaryFiles = map[string]bool{"boundary.go": true}
-
-// parsePackage parses the package's non-test files.
-func parsePackage(t *testing.T) (*token.FileSet, map[string]*ast.File) {
-	t.Helper()
-	names, err := filepath.Glob("*.go")
-	require.NoError(t, err)
-	fset := token.NewFileSet()
-	files := map[string]*ast.File{}
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		src, err := os.ReadFile(name)
-		require.NoError(t, err)
-		f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
-		require.NoError(t, err)
-		files[name] = f
-	}
-	require.Greater(t, len(files), 20, "the package's source files were not found")
-	return fset, files
-}
-
-// TestNoHandWrittenPackagePrefixOutsideTheBoundary keeps the package prefix in one place: a
-// string literal that starts with it anywhere but boundary.go is an error or a log line that
-// adds the prefix by hand, and would show it twice once it crosses the boundary.
+// TestNoHandWrittenPackagePrefixOutsideTheBoundary keeps the package prefix in boundary.go: a
+// string literal that starts with it anywhere else is an error or a log line that adds the
+// prefix by hand, and would show it twice once it crosses the boundary. The exactly-once label
+// is kept there too (stagedErrorf, stagedLabel).
 func TestNoHandWrittenPackagePrefixOutsideTheBoundary(t *testing.T) {
-	fset, files := parsePackage(t)
-	var found []string
-	inBoundary := 0
-	for name, f := range files {
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			v, err := strconv.Unquote(lit.Value)
-			require.NoError(t, err)
-			if !strings.HasPrefix(v, pkgPrefix) {
-				return true
-			}
-			if boundaryFiles[name] {
-				inBoundary++
-			} else {
-				found = append(found, fset.Position(lit.Pos()).String()+": "+lit.Value)
-			}
-			return true
-		})
-	}
-	sort.Strings(found)
-	assert.Empty(t, found, "the package prefix is written by hand outside the boundary; return the error through withPrefix, or log with warnf/infof")
-	assert.Equal(t, 1, inBoundary, "the scan must see the one prefix literal of boundary.go (pkgPrefix), or it sees nothing")
+	src := boundarytest.Parse(t, 20)
+	src.NoHandWrittenPrefix(t, string(pkgPrefix), true)
+	src.NoHandWrittenPrefix(t, stagedLabel, true)
 }
 
 // doFnMethods are the methods Beam calls on a DoFn.
@@ -86,9 +36,10 @@ var doFnMethods = map[string]bool{"Setup": true, "StartBundle": true, "ProcessEl
 // "return nil" or "return withPrefix(...)". A method returning an error by another way would
 // hand Beam an error without the prefix.
 func TestDoFnMethodsReturnTheirErrorsThroughTheBoundary(t *testing.T) {
-	fset, files := parsePackage(t)
+	src := boundarytest.Parse(t, 20)
+	fset := src.Fset
 	methods := map[string]bool{}
-	for _, f := range files {
+	for _, f := range src.Files {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Recv == nil || !doFnMethods[fn.Name.Name] || fn.Type.Results == nil {
@@ -149,7 +100,7 @@ func queueWithASlash(urlOrder) (Queue, error) {
 func assertPrefixedOnce(t *testing.T, err error, what string) {
 	t.Helper()
 	require.Error(t, err, what)
-	assert.True(t, strings.HasPrefix(err.Error(), pkgPrefix), "%s: %q does not start with the package prefix", what, err)
+	assert.True(t, strings.HasPrefix(err.Error(), string(pkgPrefix)), "%s: %q does not start with the package prefix", what, err)
 	assert.Equal(t, 1, strings.Count(err.Error(), "cloudtasksio:"), "%s: %q", what, err)
 }
 
@@ -204,7 +155,8 @@ func TestRuntimeErrorsReachBeamWithThePackagePrefixOnce(t *testing.T) {
 		require.NoError(t, f.StartBundle(ctx, discardDeadLetters))
 		err := f.ProcessElement(ctx, envs[0], discardDeadLetters)
 		assertPrefixedOnce(t, err, "ProcessElement")
-		assert.Contains(t, err.Error(), "exactly-once: a staged task is for queue")
+		assert.Contains(t, err.Error(), "cloudtasksio: exactly-once: a staged task is for queue")
+		assert.Equal(t, 1, strings.Count(err.Error(), stagedLabel), err.Error())
 		assertPrefixedOnce(t, f.FinishBundle(ctx, discardDeadLetters), "FinishBundle")
 	})
 
@@ -250,4 +202,15 @@ func TestDeadLettersAndDropLinesCarryNoRepeatedPrefix(t *testing.T) {
 	require.Len(t, lines, 1)
 	assert.Contains(t, lines[0], "cloudtasksio: dropped an element for queue "+bundleQueue+" (TASK_TOO_LARGE): the task for queue")
 	assert.Equal(t, 1, strings.Count(lines[0], "cloudtasksio:"), lines[0])
+}
+
+// TestStagedErrorsCarryTheExactlyOnceLabelOnce: an error of exactly-once delivery starts with
+// the label once, also when it wraps one that has it (Rejected wraps the engine's error).
+func TestStagedErrorsCarryTheExactlyOnceLabelOnce(t *testing.T) {
+	inner := stagedErrorf("a staged task for queue %s cannot be decoded", "q")
+	assert.EqualError(t, inner, "exactly-once: a staged task for queue q cannot be decoded")
+	outer := stagedErrorf("%w (after %d attempt(s))", inner, 2)
+	assert.EqualError(t, outer, "exactly-once: a staged task for queue q cannot be decoded (after 2 attempt(s))")
+	assert.ErrorIs(t, outer, inner)
+	assert.EqualError(t, withPrefix(outer), "cloudtasksio: exactly-once: a staged task for queue q cannot be decoded (after 2 attempt(s))")
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -140,18 +139,18 @@ func (f *stageFn) stageKeyed(elem any) (_ *envelope, key string, _ error) {
 	}
 	var ef *elementFailure
 	if errors.As(err, &ef) {
-		return nil, "", fmt.Errorf("exactly-once: an element for queue %s failed (%s): %w", queue.Path(), ef.code, boundedError{ef.err})
+		return nil, "", stagedErrorf("an element for queue %s failed (%s): %w", queue.Path(), ef.code, boundedError{ef.err})
 	}
 	if err != nil || task == nil {
 		return nil, "", err
 	}
 	size := proto.Size(task)
 	if size < 1 || size > maxStagedTaskBytes {
-		return nil, "", fmt.Errorf("exactly-once: a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
+		return nil, "", stagedErrorf("a task for queue %s is %d bytes in wire format with its name; the limit is %d", queue.Path(), size, maxStagedTaskBytes)
 	}
 	data, err := proto.Marshal(task)
 	if err != nil {
-		return nil, "", fmt.Errorf("exactly-once: encoding a task for queue %s: %w", queue.Path(), err)
+		return nil, "", stagedErrorf("encoding a task for queue %s: %w", queue.Path(), err)
 	}
 	origin := f.now()
 	return &envelope{
@@ -246,7 +245,7 @@ func (f *stagedCreateFn) startBundle(ctx context.Context) error {
 // summarizeSkew writes the one line that covers the bundle's envelopes staged in this worker's
 // future beyond the first maxLinesPerBundle, and starts the count again.
 func (f *stagedCreateFn) summarizeSkew(ctx context.Context) {
-	f.skewed.summarize(ctx, "exactly-once: %d more staged tasks were staged in this worker's future beyond Staged.ClockSkewAllowance and treated as expired, "+
+	f.skewed.summarize(ctx, stagedLabel+"%d more staged tasks were staged in this worker's future beyond Staged.ClockSkewAllowance and treated as expired, "+
 		"without a line each, %d in this bundle; the expiredEnvelopes* counters count every one")
 }
 
@@ -268,11 +267,11 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope, tag *
 	task := new(cloudtaskspb.Task)
 	if err := proto.Unmarshal(env.Task, task); err != nil {
 		f.metrics.failed(ctx, env.Queue)
-		return f.failBundle(ctx, fmt.Errorf("exactly-once: a staged task for queue %s cannot be decoded", env.Queue))
+		return f.failBundle(ctx, stagedErrorf("a staged task for queue %s cannot be decoded", env.Queue))
 	}
 	if !strings.HasPrefix(task.GetName(), env.Queue+"/tasks/") {
 		f.metrics.failed(ctx, env.Queue)
-		return f.failBundle(ctx, fmt.Errorf("exactly-once: a staged task for queue %s carries a task name of another queue; "+
+		return f.failBundle(ctx, stagedErrorf("a staged task for queue %s carries a task name of another queue; "+
 			"the staged tasks do not belong to this sink", env.Queue))
 	}
 	now, deadline := time.Now(), time.Unix(0, env.Deadline)
@@ -287,7 +286,7 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope, tag *
 		// that may no longer cover the name's retention. A clock that is off is off for every
 		// envelope it staged: the first few of the bundle get a line, the rest a summary.
 		if f.skewed.add() {
-			warnf(ctx, "exactly-once: a staged task for queue %s was staged %v in this worker's future, more than Staged.ClockSkewAllowance (%v; option key sink.staged.clock-skew-allowance): treated as expired",
+			warnf(ctx, stagedLabel+"a staged task for queue %s was staged %v in this worker's future, more than Staged.ClockSkewAllowance (%v; option key sink.staged.clock-skew-allowance): treated as expired",
 				env.Queue, ahead.Round(time.Millisecond), f.Spec.Staged.ClockSkewAllowance)
 		}
 		deadline = now
@@ -307,11 +306,11 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope, tag *
 // any size: the error quotes it cut to boundedtext.MaxEcho bytes.
 func (f *stagedCreateFn) checkEnvelope(env envelope) error {
 	if want := f.Spec.Queue.Path(); env.Queue != want {
-		return fmt.Errorf("exactly-once: a staged task is for queue %s, but this sink writes to %s; "+
+		return stagedErrorf("a staged task is for queue %s, but this sink writes to %s; "+
 			"the staged tasks do not belong to this sink", boundedtext.Quote(env.Queue), want)
 	}
 	if env.Deadline <= 0 {
-		return fmt.Errorf("exactly-once: a staged task for queue %s carries no creation deadline; "+
+		return stagedErrorf("a staged task for queue %s carries no creation deadline; "+
 			"it cannot be created safely, whatever StagedOptions.ExpiredEnvelopePolicy says", env.Queue)
 	}
 	return nil
@@ -336,7 +335,7 @@ func (f *stagedCreateFn) Rejected(ctx context.Context, r *engine.Request[*staged
 	if errors.Is(err, engine.ErrTaskTooLarge) {
 		f.metrics.tooLarge.Inc(ctx, 1)
 	}
-	return fmt.Errorf("exactly-once: %w (after %d attempt(s))", err, r.Attempts())
+	return stagedErrorf("%w (after %d attempt(s))", err, r.Attempts())
 }
 
 // Failed counts the envelope whose failure failed the bundle: a status that is not retried, an
@@ -363,7 +362,7 @@ func (f *stagedCreateFn) Expired(ctx context.Context, r *engine.Request[*stagedC
 	case ExpiredDrop:
 		return engine.ExpiredDrop, nil
 	}
-	return engine.ExpiredFail, fmt.Errorf("exactly-once: a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
+	return engine.ExpiredFail, stagedErrorf("a staged task for queue %s passed its creation deadline %s after %d attempt(s); "+
 		"Cloud Tasks may have forgotten its name, so creating it now could duplicate it. Set StagedOptions.ExpiredEnvelopePolicy to decide (see https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/exactly-once.md)",
 		r.Create.GetParent(), time.Unix(0, r.Deadline.UnixNano()).UTC().Format(time.RFC3339), r.Attempts())
 }

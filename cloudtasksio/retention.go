@@ -2,7 +2,6 @@ package cloudtasksio
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -75,7 +74,7 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 			return &retentionVerdict{unimplemented: true}, nil
 		case err != nil:
 			code := engine.OutermostCode(err)
-			failed := fmt.Errorf("exactly-once: reading the name retention of queue %s failed with %s: %s; "+
+			failed := stagedErrorf("reading the name retention of queue %s failed with %s: %s; "+
 				"or set StagedOptions.VerifyQueueRetention to false to skip the check (the retention is then yours to guarantee)",
 				queue, code, retentionFailureMeaning(code))
 			if engine.Classify(err, false) == engine.Transient {
@@ -84,17 +83,17 @@ func verifyRetention(ctx context.Context, r retentionReader, spec clientSpec, qu
 			}
 			return nil, failed
 		case !ok && defaultTombstoneTTL < want:
-			return nil, fmt.Errorf("exactly-once: queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
+			return nil, stagedErrorf("queue %s reports no tombstone_ttl, so it keeps task names for the default %v, shorter than StagedOptions.NameRetention %v",
 				queue, defaultTombstoneTTL, want)
 		case ok && ttl < want:
-			return nil, fmt.Errorf("exactly-once: queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
+			return nil, stagedErrorf("queue %s keeps task names for %v (tombstone_ttl), shorter than StagedOptions.NameRetention %v",
 				queue, ttl, want)
 		}
 		return &retentionVerdict{}, nil
 	})
 	if err == nil && v.unimplemented {
 		v.logged.Do(func() {
-			infof(ctx, "exactly-once: the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
+			infof(ctx, stagedLabel+"the server does not implement the v2beta3 GetQueue call (an emulator?); not verifying the name retention of queue %s", queue)
 		})
 	}
 	return err

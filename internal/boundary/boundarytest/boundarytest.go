@@ -79,7 +79,7 @@ func (s Source) NoHandWrittenPrefix(t testing.TB, prefix string, declared bool) 
 		})
 	}
 	sort.Strings(found)
-	assert.Empty(t, found, "the prefix %q is written by hand outside %s; return the error through withPrefix", prefix, BoundaryFile)
+	assert.Empty(t, found, "the prefix %q is written by hand outside %s; build the text without it and let the boundary add it", prefix, BoundaryFile)
 	if declared {
 		assert.Equal(t, 1, inBoundary, "the scan must see the one prefix literal of %s, or it sees nothing", BoundaryFile)
 	}
