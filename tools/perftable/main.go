@@ -245,7 +245,7 @@ func (r *results) table(units, drop []string) string {
 	return sb.String()
 }
 
-// summary is the median of values, with their range when there is more than one.
+// summary is the median of values, with their range when they differ.
 func summary(values []float64) string {
 	if len(values) == 0 {
 		return ""
@@ -255,7 +255,7 @@ func summary(values []float64) string {
 	if len(v)%2 == 0 {
 		med = (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
-	if len(v) == 1 {
+	if number(v[0]) == number(v[len(v)-1]) {
 		return number(med)
 	}
 	return fmt.Sprintf("%s [%s–%s]", number(med), number(v[0]), number(v[len(v)-1]))
