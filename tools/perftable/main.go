@@ -19,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -261,8 +262,12 @@ func summary(values []float64) string {
 	return fmt.Sprintf("%s [%s–%s]", number(med), number(v[0]), number(v[len(v)-1]))
 }
 
-// number prints a figure to three significant digits, and thousands with separators.
+// number prints a figure to three significant digits, thousands with separators, and a
+// figure a benchmark could not give (NaN) as a dash.
 func number(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
 	switch a := max(x, -x); {
 	case a >= 1000:
 		s := strconv.FormatFloat(x, 'f', 0, 64)
