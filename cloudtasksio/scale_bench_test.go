@@ -737,7 +737,7 @@ func fmtShares(s []float64) string {
 // buildScaleEmulator builds the standalone emulator command once, into the benchmark's
 // temporary directory, or returns the one CLOUDTASKSIO_SCALE_EMULATOR names: a tree whose
 // emulator lacks flags the harness passes (-create-latency and -no-dispatch came after
-// 4ec12bd) runs this harness against a newer tree's emulator (docs/performance.md measures
+// 4ec12bd) runs this harness against a newer tree's emulator (docs/performance-history.md measures
 // the starting point that way).
 func buildScaleEmulator(b *testing.B) string {
 	b.Helper()

@@ -260,7 +260,7 @@ func TestSimulatedWorkHandedOutInBundlesIsCreatedOnceAndWhole(t *testing.T) {
 }
 
 // simMatrixEnv runs TestSimulatedStartUpMatrix, the whole matrix of start-up simulations that
-// docs/performance.md reports.
+// docs/performance-history.md reports.
 const simMatrixEnv = "CLOUDTASKSIO_SIM_MATRIX"
 
 // simInstancesEnv sets the engines per process of TestSimulatedStartUpMatrix (default 4).
@@ -313,7 +313,7 @@ func simEnvInt(t *testing.T, name string, def int) int {
 // of it, how evenly the processes shared it (the slowest process's rate as a share of the mean,
 // until the first finished) and when the first finished, for 2,500- and 20,000-task jobs at 5, 30
 // and 200 ms, with 1 and 8 processes of 4 instances, under quotas of 1,000/s (simQuotaEnv) with
-// buckets of 100 and 1,000 (docs/performance.md).
+// buckets of 100 and 1,000 (docs/performance-history.md).
 func TestSimulatedStartUpMatrix(t *testing.T) {
 	if os.Getenv(simMatrixEnv) == "" {
 		t.Skipf("the start-up matrix takes several seconds of CPU: set %s=1 to run it", simMatrixEnv)

@@ -110,12 +110,12 @@ func TestABurstOfRefusalsCostsAtMostOneDecrease(t *testing.T) {
 	}
 }
 
-// sporadicMatrixEnv runs TestSporadicMatrix, the table of docs/performance.md.
+// sporadicMatrixEnv runs TestSporadicMatrix, the table of docs/performance-history.md.
 const sporadicMatrixEnv = "CLOUDTASKSIO_SPORADIC_MATRIX"
 
 // TestSporadicMatrix prints, for round trips of 5 and 200 ms and 0, 2, 5 and 10% of creates
 // refused at random, the created rate with adaptive concurrency on as a share of the rate with
-// it off, over 5 s of fake time and five seeds (docs/performance.md).
+// it off, over 5 s of fake time and five seeds (docs/performance-history.md).
 func TestSporadicMatrix(t *testing.T) {
 	if os.Getenv(sporadicMatrixEnv) == "" {
 		t.Skipf("the sporadic matrix takes about a minute of CPU: set %s=1 to run it", sporadicMatrixEnv)

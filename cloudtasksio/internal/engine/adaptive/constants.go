@@ -3,7 +3,7 @@ package adaptive
 import "time"
 
 // The controller's constants. Each comment says what the constant sets and
-// why; docs/performance.md ("Why the controller's constants are what they
+// why; docs/performance-history.md ("Why the controller's constants are what they
 // are") gives the measurements behind each value.
 
 const (

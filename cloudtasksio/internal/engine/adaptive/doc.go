@@ -109,6 +109,6 @@
 // MaxRetryDelay. The engine also holds the refused request back at least
 // that long before its next attempt.
 //
-// docs/performance.md, "Why the controller's constants are what they are",
+// docs/performance-history.md, "Why the controller's constants are what they are",
 // gives the measurements behind each constant.
 package adaptive
