@@ -99,5 +99,5 @@ func TestAMarkerWithoutItsEndIsAnError(t *testing.T) {
 func TestDocsPerformanceTablesAreTheirResultsFiles(t *testing.T) {
 	var out, stderr bytes.Buffer
 	err := run([]string{"-check", filepath.Join("..", "..", "docs", "performance.md")}, &out, &stderr)
-	require.NoError(t, err, stderr.String())
+	require.NoError(t, err, "%s\nfrom the module's root: go run ./tools/perftable -update docs/performance.md", stderr.String())
 }
