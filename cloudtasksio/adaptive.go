@@ -70,10 +70,25 @@ func (a AdaptiveConcurrency) on() bool { return a != AdaptiveConcurrencyOff }
 // adaptiveFor returns the process-wide adaptive concurrency state that a create DoFn of spec
 // shares with every other one using the same client setting, or nil when it is off.
 func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
-	if !spec.Writer.AdaptiveConcurrency.on() {
+	return adaptiveState(spec.Writer, spec.Client, false)
+}
+
+// adaptiveState returns the process-wide adaptive concurrency state of the creates (deletes
+// false) or the deletes that go through client, or nil when w turns it off. Deletes keep
+// states of their own: a DeleteTask is not a create, and a queue's create quota does not
+// limit it.
+func adaptiveState(w WriterOptions, client clientSpec, deletes bool) *engine.Adaptive {
+	if !w.AdaptiveConcurrency.on() {
 		return nil
 	}
 	// The creation cannot fail or wait: no context to honour.
-	a, _ := adaptives.Get(context.Background(), spec.Client, func() (*engine.Adaptive, error) { return newAdaptive(), nil })
+	a, _ := adaptives.Get(context.Background(), adaptiveKey{client: client, deletes: deletes}, func() (*engine.Adaptive, error) { return newAdaptive(), nil })
 	return a
+}
+
+// adaptiveKey selects a process-wide adaptive concurrency state: one per client setting for
+// creates, and one per client setting for deletes.
+type adaptiveKey struct {
+	client  clientSpec
+	deletes bool
 }

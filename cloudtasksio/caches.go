@@ -54,12 +54,14 @@ var v2Clients = clientCache[*cloudtasks.Client]{dial: cloudtasks.NewClient, what
 var betaClients = clientCache[*cloudtasksbeta.Client]{dial: cloudtasksbeta.NewClient, what: "Cloud Tasks v2beta3"}
 
 // adaptives holds the adaptive concurrency state that the create DoFns of one client setting
-// share (adaptiveFor): the limits belong to what the creates go through, so engines writing
-// through different clients (another endpoint, another identity) do not share them.
-// Key: clientSpec. Bound: none for the states, one per client setting; each state keeps a
-// concurrency limit per queue, bounded by newAdaptive like the per-queue caches below (a
-// limit is dropped only once nothing is in flight to its queue and no engine waits for it).
-var adaptives gcpconn.Cache[clientSpec, *engine.Adaptive]
+// share (adaptiveFor), and apart from it the state of the delete DoFns (adaptiveState): the
+// limits belong to what the requests go through, so engines writing through different clients
+// (another endpoint, another identity) do not share them.
+// Key: adaptiveKey (clientSpec, creates or deletes). Bound: none for the states, two per client
+// setting; each state keeps a concurrency limit per queue, bounded by newAdaptive like the
+// per-queue caches below (a limit is dropped only once nothing is in flight to its queue and
+// no engine waits for it).
+var adaptives gcpconn.Cache[adaptiveKey, *engine.Adaptive]
 
 // newAdaptive returns an adaptive concurrency state whose per-queue limits are bounded like
 // every per-queue state of the process.

@@ -12,11 +12,12 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 )
 
-// createBase is the engine lifecycle that both create DoFns embed, the at-least-once writeFn
-// and the exactly-once stagedCreateFn: the sink's metrics, a fresh engine per bundle, the
-// queue preflight of each queue on its first create, the process-wide adaptive concurrency
-// limits, the bundle's first failure, and the gauges after every call into the engine. T is the tag each DoFn keeps with a request while
-// the engine owns it.
+// createBase is the engine lifecycle that the sink's DoFns embed, the at-least-once writeFn,
+// the exactly-once stagedCreateFn and Delete's deleteFn: the sink's metrics, a fresh engine per
+// bundle, the queue preflight of each queue on its first create (not for deletes), the
+// process-wide adaptive concurrency limits, the bundle's first failure, and the gauges after
+// every call into the engine. T is the tag each DoFn keeps with a request while the engine
+// owns it.
 //
 // Beam serializes a DoFn as the JSON of its exported fields, embedded structs included: every
 // field here is runtime state, unexported, rebuilt by setup and start on the worker.
@@ -32,9 +33,16 @@ type createBase[T any] struct {
 // setup creates the metrics, the preflight and the adaptive limits of spec, which the DoFn has
 // checked (sinkSpec.checkOnWorker): its writer options are resolved.
 func (b *createBase[T]) setup(spec *sinkSpec) {
-	b.metrics = newSinkMetrics(spec.Writer.PerDestinationMetrics)
+	b.setupWith(spec.Writer, spec.Client, false)
 	b.preflight = newQueuePreflighter(spec.Writer.QueuePreflight, spec.Client)
-	b.adaptive = adaptiveFor(spec)
+}
+
+// setupWith creates the metrics and the adaptive limits of a DoFn sending through client with
+// w, resolved; deletes selects the limits of deletes, which are not those of creates. It reads
+// no queue: the preflight is setup's, for creates only.
+func (b *createBase[T]) setupWith(w WriterOptions, client clientSpec, deletes bool) {
+	b.metrics = newSinkMetrics(w.PerDestinationMetrics)
+	b.adaptive = adaptiveState(w, client, deletes)
 }
 
 // start begins a bundle with a fresh engine sending through c and reporting to obs: nothing of
@@ -68,7 +76,7 @@ func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error 
 		if b.queues == nil {
 			b.queues = map[string]bool{}
 		}
-		b.queues[r.Create.GetParent()] = true
+		b.queues[r.Queue()] = true
 	}
 	err := b.engine.Submit(ctx, r)
 	b.metrics.gauges(ctx, b.engine)
@@ -78,7 +86,7 @@ func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error 
 	return nil
 }
 
-// finish waits for the bundle's creates and returns the bundle's failure, if any.
+// finish waits for the bundle's requests and returns the bundle's failure, if any.
 func (b *createBase[T]) finish(ctx context.Context) error {
 	err := b.engine.Flush(ctx)
 	b.preflight.finishBundle(ctx)
@@ -158,6 +166,28 @@ func clientCreator(c interface {
 	return engine.CreatorFunc(func(ctx context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
 		return c.CreateTask(ctx, req)
 	})
+}
+
+// taskDeleter is the part of the Cloud Tasks client that deletes a task.
+type taskDeleter interface {
+	DeleteTask(context.Context, *cloudtaskspb.DeleteTaskRequest, ...gax.CallOption) error
+}
+
+// clientDeleter adapts the Cloud Tasks client to the engine for deletes: an engine.Creator
+// that is also an engine.Deleter. Delete's DoFn submits deletes only, so its CreateTask is
+// never called, and refuses if it is.
+type clientDeleter struct{ c taskDeleter }
+
+func (d clientDeleter) CreateTask(context.Context, *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+	return nil, errors.New("a Delete's engine does not create tasks")
+}
+
+// DeleteTask sends one DeleteTask call. The client's own retries of it (UNAVAILABLE and
+// DEADLINE_EXCEEDED, for up to 20 seconds) are turned off: the engine retries a delete as it
+// retries a create, on WriterOptions' budgets, and a retry inside the call would hold its slot
+// and escape those budgets.
+func (d clientDeleter) DeleteTask(ctx context.Context, req *cloudtaskspb.DeleteTaskRequest) error {
+	return d.c.DeleteTask(ctx, req, gax.WithRetry(nil))
 }
 
 func engineOptions(o WriterOptions) engine.Options {

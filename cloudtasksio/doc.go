@@ -109,8 +109,16 @@
 //	                                                      sample per element counted in numRecordsSend, so its count is
 //	                                                      numRecordsSend and its sum the attempts that ended in those
 //	                                                      tasks.
+//	numRecordsDeleted                       counter       Delete: elements whose task was deleted, once per element
+//	                                                      however many attempts it took.
+//	tasksAlreadyGone                        counter       Delete: elements whose task was not there, because it ran, was
+//	                                                      deleted already or was never created (Cloud Tasks answered
+//	                                                      NOT_FOUND about the task).
+//	deleteAttemptLatencyMillis              distribution  Delete: what createAttemptLatencyMillis is for creates, for
+//	                                                      each DeleteTask call.
 //	destination.<queue path>.recordsSend    counter       With PerDestinationMetrics: numRecordsSend per queue.
 //	destination.<queue path>.sendErrors     counter       With PerDestinationMetrics: numRecordsSendErrors per queue.
+//	destination.<queue path>.recordsDeleted counter       With PerDestinationMetrics: numRecordsDeleted per queue.
 //	queueFailures                           counter       With OnDestinationFailure: DestinationIsolate: elements sent
 //	                                                      to the failure policy because their queue failed, each also in
 //	                                                      numRecordsSendErrors.

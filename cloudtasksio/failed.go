@@ -56,8 +56,11 @@ const (
 type elementFailure struct {
 	code string
 	task *cloudtaskspb.Task
-	elem any
-	err  error
+	// deletion is, for a Delete, the request that failed, nil when no task could be named; a
+	// dead letter carries it as it carries a create's task.
+	deletion *cloudtaskspb.DeleteTaskRequest
+	elem     any
+	err      error
 	// stack is where building the task panicked, for the worker's log only (a stack holds
 	// function names and lines, no data); empty for any other failure.
 	stack string
@@ -65,6 +68,18 @@ type elementFailure struct {
 
 func (e *elementFailure) Error() string { return e.err.Error() }
 func (e *elementFailure) Unwrap() error { return e.err }
+
+// payload is what the failure's dead letter carries in wire format: the task, or the delete
+// request; nil for none.
+func (e *elementFailure) payload() proto.Message {
+	switch {
+	case e.task != nil:
+		return e.task
+	case e.deletion != nil:
+		return e.deletion
+	}
+	return nil
+}
 
 // maxLinesPerBundle bounds the lines that one kind of per-element event writes to the log in
 // one bundle (bundleLines): the first are logged one by one, the rest summed up in one line
@@ -95,10 +110,45 @@ func (b *bundleLines) summarize(ctx context.Context, format string) {
 // maxErrorText bounds the error text of a dead letter or a log line.
 const maxErrorText = 1024
 
+// failureRouter applies a DoFn's failure policy to the element failures of its bundles: the one
+// place the policy acts, for Write's writeFn and Delete's deleteFn. Its fields are runtime
+// state, unexported, rebuilt on the worker by setupElements and startBundle.
+type failureRouter struct {
+	emit        func(beam.EventTime, deadletter.FailedElement)
+	drops       bundleLines                // elements LogAndDrop dropped in this bundle
+	panicLogged bool                       // a panic while building a task was logged in this bundle
+	fullTexts   fullErrorTexts             // the failures of this bundle logged whole at DEBUG level
+	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
+	elemEncErr  error                      // why elemEnc is nil under DeadLetter
+}
+
+// setupElements prepares, under DeadLetter, the encoder of the failed elements, whose type is
+// elem. A missing encoder is not fatal: the dead letters still flow, and say why they carry no
+// element.
+func (r *failureRouter) setupElements(policy FailurePolicy, elem *beam.EncodedType) {
+	if policy != DeadLetter {
+		return
+	}
+	if elem == nil {
+		r.elemEncErr = errors.New("the sink's element type is unknown")
+		return
+	}
+	r.elemEnc, r.elemEncErr = deadletter.NewElementEncoder(elem.T)
+}
+
+// startBundle begins a bundle that emits dead letters with emit; it sums up the drops of a
+// previous bundle that failed before it could.
+func (r *failureRouter) startBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) {
+	r.summarizeDrops(ctx)
+	r.panicLogged = false
+	r.fullTexts.reset()
+	r.emit = emit
+}
+
 // summarizeDrops writes the one line that covers the drops of the bundle beyond the first
 // maxLinesPerBundle, and starts the count again.
-func (f *writeFn) summarizeDrops(ctx context.Context) {
-	f.drops.summarize(ctx, "dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one")
+func (r *failureRouter) summarizeDrops(ctx context.Context) {
+	r.drops.summarize(ctx, "dropped %d more elements without a line each, %d in this bundle; numRecordsSendErrors counts every one")
 }
 
 // route applies the failure policy to an element failure and returns the error that fails the
@@ -112,34 +162,40 @@ func (f *writeFn) route(ctx context.Context, et beam.EventTime, queue string, el
 	return f.applyPolicy(ctx, et, queue, ef)
 }
 
-// applyPolicy is the one place the failure policy acts. It returns the error that fails the
-// bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
+// applyPolicy applies Write's failure policy (failureRouter.apply).
 func (f *writeFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
-	f.metrics.failed(ctx, queue)
+	return f.apply(ctx, f.metrics, f.Spec.OnFailure, Connector, et, queue, ef)
+}
+
+// apply is the one place a failure policy acts: it counts the failure in m and takes it as
+// policy says, its dead letters marked with connector. It returns the error that fails the
+// bundle: the FailBundle policy's, or one that kept a dead letter from being emitted.
+func (r *failureRouter) apply(ctx context.Context, m *sinkMetrics, policy FailurePolicy, connector string, et beam.EventTime, queue string, ef *elementFailure) error {
+	m.failed(ctx, queue)
 	if ef.code == CodeTaskTooLarge {
-		f.metrics.tooLarge.Inc(ctx, 1)
+		m.tooLarge.Inc(ctx, 1)
 	}
 	full := ef.err.Error()
-	f.fullTexts.log(ctx, ef.code, queue, full)
+	r.fullTexts.log(ctx, ef.code, queue, full)
 	text := boundedtext.Cut(full, maxErrorText)
-	if ef.stack != "" && !f.panicLogged {
+	if ef.stack != "" && !r.panicLogged {
 		// Once per bundle: a panic that every element meets (a bug, not bad data) would
 		// otherwise fill the log. The failure policy still takes each element.
-		f.panicLogged = true
+		r.panicLogged = true
 		warnf(ctx, "building a task for queue %s panicked, which the failure policy takes as the element's failure: %s; at:\n%s", queue, text, ef.stack)
 	}
-	switch f.Spec.OnFailure {
+	switch policy {
 	case LogAndDrop:
-		if f.drops.add() {
+		if r.drops.add() {
 			warnf(ctx, "dropped an element for queue %s (%s): %s", queue, ef.code, text)
 		}
 	case DeadLetter:
-		fe := deadletter.FailedElement{Connector: Connector, Destination: queue, Code: ef.code, Error: text}
-		f.attachElement(ctx, &fe, ef)
-		if ef.task != nil {
-			fe.Payload, fe.Error = deadLetterPayload(ef.task, fe.Error)
+		fe := deadletter.FailedElement{Connector: connector, Destination: queue, Code: ef.code, Error: text}
+		r.attachElement(ctx, m, &fe, ef)
+		if msg := ef.payload(); msg != nil {
+			fe.Payload, fe.Error = deadLetterPayload(msg, fe.Error)
 		}
-		f.emit(et, fe)
+		r.emit(et, fe)
 	default:
 		return fmt.Errorf("an element for queue %s failed (%s) under the FailBundle policy: %s", queue, ef.code, text)
 	}
@@ -152,21 +208,21 @@ const maxElementNote = 300
 
 // attachElement sets fe's Element and ElementType from the failed element. An element that
 // cannot be encoded does not cost the dead letter: it goes without Element, its Error ends
-// with a note saying why, and MetricDeadLetterElementsNotEncoded counts it.
-func (f *writeFn) attachElement(ctx context.Context, fe *deadletter.FailedElement, ef *elementFailure) {
+// with a note saying why, and MetricDeadLetterElementsNotEncoded counts it in m.
+func (r *failureRouter) attachElement(ctx context.Context, m *sinkMetrics, fe *deadletter.FailedElement, ef *elementFailure) {
 	var err error
 	switch {
-	case f.elemEnc != nil:
-		fe.ElementType = f.elemEnc.TypeName()
-		if fe.Element, err = f.elemEnc.Encode(ef.elem); err == nil {
+	case r.elemEnc != nil:
+		fe.ElementType = r.elemEnc.TypeName()
+		if fe.Element, err = r.elemEnc.Encode(ef.elem); err == nil {
 			return
 		}
-	case f.elemEncErr != nil:
-		err = f.elemEncErr
+	case r.elemEncErr != nil:
+		err = r.elemEncErr
 	default:
 		err = errors.New("no element encoder (the DoFn was not set up)")
 	}
-	f.metrics.elementsNotEncoded.Inc(ctx, 1)
+	m.elementsNotEncoded.Inc(ctx, 1)
 	note := boundedtext.Cut("; the dead letter carries no element: "+err.Error(), maxElementNote)
 	fe.Error = boundedtext.Cut(ef.err.Error(), maxErrorText-len(note)) + note
 }
@@ -189,16 +245,17 @@ func FailedTask(fe deadletter.FailedElement) (*cloudtaskspb.Task, error) {
 	return task, nil
 }
 
-// deadLetterPayload is task encoded for a dead letter's Payload, and errText with a note when
-// the task had to be changed or left out. A task Cloud Tasks could not take for invalid UTF-8
-// in a string field cannot be encoded as it is either: its invalid sequences become U+FFFD in
-// the payload, and errText says so. The dead letter is never lost for its payload.
-func deadLetterPayload(task *cloudtaskspb.Task, errText string) ([]byte, string) {
+// deadLetterPayload is task (a task, or a delete request) encoded for a dead letter's Payload,
+// and errText with a note when the task had to be changed or left out. A task Cloud Tasks
+// could not take for invalid UTF-8 in a string field cannot be encoded as it is either: its
+// invalid sequences become U+FFFD in the payload, and errText says so. The dead letter is never
+// lost for its payload.
+func deadLetterPayload(task proto.Message, errText string) ([]byte, string) {
 	payload, err := proto.Marshal(task)
 	if err == nil {
 		return payload, errText
 	}
-	fixed := proto.Clone(task).(*cloudtaskspb.Task)
+	fixed := proto.Clone(task)
 	replaceInvalidUTF8(fixed.ProtoReflect())
 	if payload, err = proto.Marshal(fixed); err == nil {
 		return payload, errText + " [the payload's task has its invalid UTF-8 replaced by U+FFFD]"

@@ -76,6 +76,17 @@ const (
 	// creation deadline at that moment (exactly-once only).
 	MetricStagedTaskRemainingMillis = "stagedTaskRemainingMillis"
 
+	// MetricRecordsDeleted counts the elements whose task a Delete deleted, once per element
+	// however many attempts it took.
+	MetricRecordsDeleted = "numRecordsDeleted"
+	// MetricTasksAlreadyGone counts the elements of a Delete whose task was not there (Cloud
+	// Tasks answered NOT_FOUND about the task: it ran, was deleted, or was never created). Not
+	// an error, and not in MetricRecordsDeleted.
+	MetricTasksAlreadyGone = "tasksAlreadyGone"
+	// MetricDeleteAttemptLatencyMillis is MetricCreateAttemptLatencyMillis for a Delete's
+	// DeleteTask calls.
+	MetricDeleteAttemptLatencyMillis = "deleteAttemptLatencyMillis"
+
 	// MetricQueuePreflightPaused counts the queues the queue preflight found PAUSED, once per
 	// worker process and queue (under PreflightFail, once per failed bundle). The next three
 	// count their findings the same way (see WriterOptions.QueuePreflight).
@@ -131,6 +142,13 @@ func MetricDestinationSendErrors(queuePath string) string {
 	return "destination." + queuePath + ".sendErrors"
 }
 
+// MetricDestinationRecordsDeleted returns the name of the per-queue MetricRecordsDeleted
+// counter that WriterOptions.PerDestinationMetrics adds to a Delete:
+// "destination.<queue path>.recordsDeleted".
+func MetricDestinationRecordsDeleted(queuePath string) string {
+	return "destination." + queuePath + ".recordsDeleted"
+}
+
 // MetricDestinationQueueFailures returns the name of the per-queue MetricQueueFailures counter
 // that WriterOptions.PerDestinationMetrics adds: "destination.<queue path>.queueFailures".
 func MetricDestinationQueueFailures(queuePath string) string {
@@ -152,6 +170,9 @@ type sinkMetrics struct {
 	adaptiveLimit      beam.Gauge        // adaptiveConcurrencyLimit: the lowest limit of the bundle's queues
 	attemptLatency     beam.Distribution // createAttemptLatencyMillis: per attempt
 	attemptsPerTask    beam.Distribution // createAttemptsPerTask: per accepted element
+	recordsDeleted     beam.Counter      // numRecordsDeleted: tasks a Delete deleted
+	alreadyGone        beam.Counter      // tasksAlreadyGone: tasks a Delete found gone
+	deleteLatency      beam.Distribution // deleteAttemptLatencyMillis: per delete attempt
 	throttled          beam.Counter      // throttling-msecs in ThrottlingMetricsNamespace: per bundle
 	perDestination     bool              // per-queue counters enabled
 	errorClasses       map[string]beam.Counter
@@ -172,6 +193,9 @@ func newSinkMetrics(perDestination bool) *sinkMetrics {
 		adaptiveLimit:      beam.NewGauge(MetricsNamespace, MetricAdaptiveConcurrencyLimit),
 		attemptLatency:     beam.NewDistribution(MetricsNamespace, MetricCreateAttemptLatencyMillis),
 		attemptsPerTask:    beam.NewDistribution(MetricsNamespace, MetricCreateAttemptsPerTask),
+		recordsDeleted:     beam.NewCounter(MetricsNamespace, MetricRecordsDeleted),
+		alreadyGone:        beam.NewCounter(MetricsNamespace, MetricTasksAlreadyGone),
+		deleteLatency:      beam.NewDistribution(MetricsNamespace, MetricDeleteAttemptLatencyMillis),
 		throttled:          beam.NewCounter(ThrottlingMetricsNamespace, MetricThrottlingMsecs),
 		perDestination:     perDestination,
 		errorClasses:       map[string]beam.Counter{},
@@ -187,6 +211,18 @@ func (m *sinkMetrics) created(ctx context.Context, queue string, bytes, attempts
 	}
 	if m.perDestination {
 		beam.NewCounter(MetricsNamespace, MetricDestinationRecordsSend(queue)).Inc(ctx, 1)
+	}
+}
+
+// deleted counts a Delete's element whose task was deleted, or found gone already.
+func (m *sinkMetrics) deleted(ctx context.Context, queue string, gone bool) {
+	if gone {
+		m.alreadyGone.Inc(ctx, 1)
+		return
+	}
+	m.recordsDeleted.Inc(ctx, 1)
+	if m.perDestination {
+		beam.NewCounter(MetricsNamespace, MetricDestinationRecordsDeleted(queue)).Inc(ctx, 1)
 	}
 }
 

@@ -29,6 +29,10 @@ var documentedMetrics = []struct{ got, want string }{
 	{cloudtasksio.MetricDestinationSendErrors("<queue path>"), "destination.<queue path>.sendErrors"},
 	{cloudtasksio.MetricQueueFailures, "queueFailures"},
 	{cloudtasksio.MetricDestinationQueueFailures("<queue path>"), "destination.<queue path>.queueFailures"},
+	{cloudtasksio.MetricRecordsDeleted, "numRecordsDeleted"},
+	{cloudtasksio.MetricTasksAlreadyGone, "tasksAlreadyGone"},
+	{cloudtasksio.MetricDeleteAttemptLatencyMillis, "deleteAttemptLatencyMillis"},
+	{cloudtasksio.MetricDestinationRecordsDeleted("<queue path>"), "destination.<queue path>.recordsDeleted"},
 	{cloudtasksio.MetricExpiredEnvelopesFailed, "expiredEnvelopesFailed"},
 	{cloudtasksio.MetricExpiredEnvelopesAssumedCreated, "expiredEnvelopesAssumedCreated"},
 	{cloudtasksio.MetricExpiredEnvelopesCreatedAnyway, "expiredEnvelopesCreatedAnyway"},
@@ -78,6 +82,7 @@ func TestMetricNamesAreTheDocumentedOnes(t *testing.T) {
 
 func TestDeadLetterVocabularyIsTheDocumentedOne(t *testing.T) {
 	assert.Equal(t, "cloudtasks", cloudtasksio.Connector)
+	assert.Equal(t, "cloudtasks-delete", cloudtasksio.DeleteConnector)
 	assert.Equal(t, "SERIALIZATION", cloudtasksio.CodeSerialization)
 	assert.Equal(t, "TASK_ID", cloudtasksio.CodeTaskID)
 	assert.Equal(t, "INVALID_ARGUMENT", cloudtasksio.CodeInvalidArgument)

@@ -69,6 +69,12 @@ func runFrom(t *testing.T, cfg cloudtasksio.Config, source func(beam.Scope) beam
 	for _, c := range check {
 		c(s, deadLetters)
 	}
+	return runPipeline(p)
+}
+
+// runPipeline runs p on the test runner and returns the sink's counters by name, summed over
+// steps, and its gauges under the prefix "gauge:" (nil on failure).
+func runPipeline(p *beam.Pipeline) (counters map[string]int64, err error) {
 	pr, err := ptest.RunWithMetrics(p)
 	if err != nil {
 		return nil, err
@@ -168,6 +174,47 @@ func TestAMissingQueueFailsAfterTheNotFoundBudget(t *testing.T) {
 	assert.Contains(t, err.Error(), "NOT_FOUND")
 	assert.Contains(t, err.Error(), "projects/p/locations/l/queues/missing")
 	assert.Equal(t, 3, srv.Stats().CreateTaskCalls, "the NOT_FOUND budget is 3 attempts, the first included")
+}
+
+func TestDeleteRemovesTheTasksWriteNamedFromTheSameKeys(t *testing.T) {
+	srv := newServer(t)
+	cfg := httpConfig(srv)
+	cfg.TaskIDFn = keyOfOrder
+	_, err := run(t, cfg, orders(10))
+	require.NoError(t, err)
+	require.Len(t, srv.Tasks(testQueue.Path()), 10)
+
+	p, s := beam.NewPipelineWithRoot()
+	cancelled := beam.Create(s, order{ID: "1"}, order{ID: "3"}, order{ID: "3"}, order{ID: "nokey"}, order{ID: "42"})
+	deadLetters := cloudtasksio.Delete(s, cloudtasksio.DeleteConfig{Queue: testQueue, TaskIDFn: keyOfOrder,
+		OnFailure: cloudtasksio.DeadLetter, EmulatorEndpoint: srv.Addr, Writer: fastRetries}, cancelled)
+	passert.Equals(s, beam.ParDo(s, describeDeadLetter, deadLetters), "TASK_ID cloudtasks-delete projects/p/locations/l/queues/q <no task>")
+	counters, err := runPipeline(p)
+	require.NoError(t, err)
+
+	left := map[string]bool{}
+	for _, task := range srv.Tasks(testQueue.Path()) {
+		left[task.GetName()] = true
+	}
+	assert.Len(t, left, 8)
+	for _, id := range []string{"1", "3"} {
+		assert.False(t, left[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID("order-"+id)], "order %s's task is deleted", id)
+	}
+	assert.True(t, left[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID("order-2")])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsDeleted])
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricTasksAlreadyGone], "order 3 again, and order 42 that was never written")
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricRecordsSendErrors])
+}
+
+func TestDeleteInAMissingQueueFailsThePipeline(t *testing.T) {
+	srv := newServer(t)
+	p, s := beam.NewPipelineWithRoot()
+	cloudtasksio.Delete(s, cloudtasksio.DeleteConfig{Queue: cloudtasksio.Queue{Project: "p", Location: "l", Name: "missing"},
+		OnFailure: cloudtasksio.LogAndDrop, EmulatorEndpoint: srv.Addr, Writer: fastRetries}, beam.Create(s, "order-1"))
+	_, err := runPipeline(p)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "failed with NOT_FOUND after 3 attempt(s)")
+	assert.Contains(t, err.Error(), "projects/p/locations/l/queues/missing/tasks/"+cloudtasksio.TaskID("order-1"))
 }
 
 // rejectMarked makes the server answer INVALID_ARGUMENT for orders whose body carries id "x…".

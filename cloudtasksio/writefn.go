@@ -26,14 +26,9 @@ type writeFn struct {
 	Spec *sinkSpec
 
 	createBase[*pendingTask]
-	builders    elementBuilders
-	queueFn     reflectx.Func1x2
-	emit        func(beam.EventTime, deadletter.FailedElement)
-	drops       bundleLines                // elements LogAndDrop dropped in this bundle
-	panicLogged bool                       // a panic while building a task was logged in this bundle
-	fullTexts   fullErrorTexts             // the failures of this bundle logged whole at DEBUG level
-	elemEnc     *deadletter.ElementEncoder // under DeadLetter: encodes the failed elements
-	elemEncErr  error                      // why elemEnc is nil under DeadLetter
+	failureRouter
+	builders elementBuilders
+	queueFn  reflectx.Func1x2
 	// emitCreated emits a created task (writeResultFn); nil in plain Write, which builds none.
 	emitCreated func(beam.EventTime, CreatedTask)
 	// destinations remembers failed queues under DestinationIsolate: nil is the process's
@@ -78,15 +73,7 @@ func (f *writeFn) setupWorker() error {
 	if f.Spec.QueueFn != nil {
 		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
 	}
-	if f.Spec.OnFailure == DeadLetter {
-		// Not fatal: without an encoder the dead letters still flow, and say why they carry
-		// no element.
-		if f.Spec.Elem == nil {
-			f.elemEncErr = errors.New("the sink's element type is unknown")
-		} else {
-			f.elemEnc, f.elemEncErr = deadletter.NewElementEncoder(f.Spec.Elem.T)
-		}
-	}
+	f.setupElements(f.Spec.OnFailure, f.Spec.Elem)
 	return nil
 }
 
@@ -95,12 +82,9 @@ func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, dea
 	if err != nil {
 		return err
 	}
-	f.summarizeDrops(ctx) // of a bundle that failed in ProcessElement
+	f.failureRouter.startBundle(ctx, emit) // sums up the drops of a bundle that failed in ProcessElement
 	f.summarizeIsolated(ctx)
-	f.panicLogged = false
-	f.fullTexts.reset()
 	f.start(clientCreator(client), engineOptions(f.Spec.Writer), f)
-	f.emit = emit
 	return nil
 }
 
@@ -149,19 +133,25 @@ func (f *writeFn) finishBundle(ctx context.Context, emit func(beam.EventTime, de
 	return err
 }
 
-// resolveQueue returns the element's queue. A failing or invalid QueueFn fails the bundle: it
-// fails every element alike, so routing it to a dropping policy would hide it.
+// resolveQueue returns the element's queue (resolveQueue).
 func (f *writeFn) resolveQueue(elem any) (Queue, error) {
-	if f.queueFn == nil {
-		return f.Spec.Queue, nil
+	return resolveQueue(f.queueFn, f.Spec.Queue, "Config.QueueFn", elem)
+}
+
+// resolveQueue returns the queue of elem: what queueFn, the user's function named field,
+// returns for it, or fixed without one. A failing or invalid QueueFn fails the bundle: it fails
+// every element alike, so routing it to a dropping policy would hide it.
+func resolveQueue(queueFn reflectx.Func1x2, fixed Queue, field string, elem any) (Queue, error) {
+	if queueFn == nil {
+		return fixed, nil
 	}
-	out, err := call1x2(f.queueFn, elem)
+	out, err := call1x2(queueFn, elem)
 	if err != nil {
-		return Queue{}, fmt.Errorf("Config.QueueFn failed: %w", boundedError{err})
+		return Queue{}, fmt.Errorf("%s failed: %w", field, boundedError{err})
 	}
 	q := out.(Queue)
 	if err := q.validate(); err != nil {
-		return Queue{}, fmt.Errorf("Config.QueueFn returned an invalid queue: %w", err)
+		return Queue{}, fmt.Errorf("%s returned an invalid queue: %w", field, err)
 	}
 	return q, nil
 }

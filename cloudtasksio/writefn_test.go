@@ -47,7 +47,7 @@ func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
 	}
 	var out []emitted
 	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
-		emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}
+		failureRouter: failureRouter{emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}}
 	require.NoError(t, f.applyPolicy(context.Background(), 1234, "projects/p/locations/l/queues/q",
 		&elementFailure{code: CodeSerialization, err: errors.New(strings.Repeat("x", 5000))}))
 	require.Len(t, out, 1)
@@ -108,7 +108,7 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 func TestADeadLetterWhoseElementCannotBeEncodedIsStillEmitted(t *testing.T) {
 	var out []deadletter.FailedElement
 	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
-		emit: func(_ beam.EventTime, fe deadletter.FailedElement) { out = append(out, fe) }}
+		failureRouter: failureRouter{emit: func(_ beam.EventTime, fe deadletter.FailedElement) { out = append(out, fe) }}}
 	var err error
 	f.elemEnc, err = deadletter.NewElementEncoder(reflect.TypeFor[string]()) // as Setup does
 	require.NoError(t, err)

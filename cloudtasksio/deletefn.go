@@ -1,0 +1,163 @@
+package cloudtasksio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
+	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+)
+
+func init() {
+	// The emitter is registered with writeFn.
+	register.DoFn4x1[context.Context, beam.EventTime, beam.X, func(beam.EventTime, deadletter.FailedElement), error](&deleteFn{})
+}
+
+// deleteFn is Delete's DoFn: a thin adapter, as writeFn is for creates, that feeds one delete
+// per element to the writer engine and turns its outcomes into metrics, dead letters and bundle
+// errors. It shares writeFn's engine lifecycle (createBase) and failure policy (failureRouter).
+type deleteFn struct {
+	Spec *deleteSpec
+
+	createBase[*pendingDelete]
+	failureRouter
+	queueFn  reflectx.Func1x2 // nil: the fixed queue
+	taskIDFn reflectx.Func1x2 // nil: the element is the key
+}
+
+// pendingDelete is what the DoFn remembers about a delete while the engine owns it.
+type pendingDelete struct {
+	eventTime beam.EventTime
+	queue     string
+	elem      any // the input element, kept under DeadLetter only, for the dead letter
+}
+
+// The DoFn methods Beam calls return their errors through withPrefix, as writeFn's do.
+
+// Setup checks the spec the worker decoded (deleteSpec.checkOnWorker) and prepares the DoFn.
+func (f *deleteFn) Setup() error { return withPrefix(f.setupWorker()) }
+
+func (f *deleteFn) StartBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.startBundle(ctx, emit))
+}
+
+func (f *deleteFn) ProcessElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.processElement(ctx, et, elem, emit))
+}
+
+func (f *deleteFn) FinishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	return withPrefix(f.finishBundle(ctx, emit))
+}
+
+func (f *deleteFn) setupWorker() error {
+	if err := f.Spec.checkOnWorker(); err != nil {
+		return err
+	}
+	f.setupWith(f.Spec.Writer, f.Spec.Client, true)
+	if f.Spec.QueueFn != nil {
+		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
+	}
+	if f.Spec.TaskIDFn != nil {
+		f.taskIDFn = reflectx.ToFunc1x2(f.Spec.TaskIDFn.Fn)
+	}
+	f.setupElements(f.Spec.OnFailure, f.Spec.Elem)
+	return nil
+}
+
+func (f *deleteFn) startBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	client, err := sharedClient(ctx, f.Spec.Client)
+	if err != nil {
+		return err
+	}
+	f.failureRouter.startBundle(ctx, emit)
+	f.start(clientDeleter{client}, engineOptions(f.Spec.Writer), f)
+	return nil
+}
+
+// processElement names the element's task and hands its delete to the engine, which holds it
+// while MaxInFlightTasks requests are outstanding.
+func (f *deleteFn) processElement(ctx context.Context, et beam.EventTime, elem beam.X, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	f.emit = emit
+	if err := f.bundleErr(); err != nil {
+		return err
+	}
+	queue, err := resolveQueue(f.queueFn, f.Spec.Queue, "DeleteConfig.QueueFn", elem)
+	if err != nil {
+		logCut(ctx, "the QueueFn's error", err)
+		return f.failBundle(ctx, err)
+	}
+	key, err := f.key(elem)
+	if err != nil {
+		if err := f.applyPolicy(ctx, et, queue.Path(), &elementFailure{code: CodeTaskID, elem: elem, err: err}); err != nil {
+			return f.failBundle(ctx, err)
+		}
+		return nil
+	}
+	tag := &pendingDelete{eventTime: et, queue: queue.Path()}
+	if f.Spec.OnFailure == DeadLetter {
+		tag.elem = elem
+	}
+	return f.submit(ctx, &engine.Request[*pendingDelete]{Delete: &cloudtaskspb.DeleteTaskRequest{Name: taskName(queue, key)}, Tag: tag})
+}
+
+func (f *deleteFn) finishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
+	f.emit = emit
+	err := f.finish(ctx)
+	f.summarizeDrops(ctx)
+	return err
+}
+
+// key returns the key elem's task was named from: what the TaskIDFn returns, or the element
+// itself (compileDelete has checked that the elements are strings then). An empty key names no
+// task: it is the element's failure, as for Write.
+func (f *deleteFn) key(elem any) (string, error) {
+	if f.taskIDFn == nil {
+		if key, _ := elem.(string); key != "" {
+			return key, nil
+		}
+		return "", errors.New("the element is an empty key; every named task has a non-empty key")
+	}
+	out, err := call1x2(f.taskIDFn, elem)
+	if err != nil {
+		return "", fmt.Errorf("DeleteConfig.TaskIDFn failed: %w", err)
+	}
+	if key, _ := out.(string); key != "" {
+		return key, nil
+	}
+	return "", errors.New("DeleteConfig.TaskIDFn returned an empty key; every named task has a non-empty key")
+}
+
+// applyPolicy applies Delete's failure policy (failureRouter.apply); its dead letters carry
+// DeleteConnector.
+func (f *deleteFn) applyPolicy(ctx context.Context, et beam.EventTime, queue string, ef *elementFailure) error {
+	return f.apply(ctx, f.metrics, f.Spec.OnFailure, DeleteConnector, et, queue, ef)
+}
+
+// The engine's observer (AttemptFailed is createBase's). As for writeFn, the engine calls these
+// only from inside Submit and Flush, on the bundle's goroutine.
+
+// Created reports a task deleted, or gone already (the engine's deduplicated).
+func (f *deleteFn) Created(ctx context.Context, r *engine.Request[*pendingDelete], gone bool) {
+	f.metrics.deleted(ctx, r.Tag.queue, gone)
+}
+
+// Rejected applies the failure policy to a delete Cloud Tasks answered INVALID_ARGUMENT; under
+// FailBundle its error stops the engine. A failure that is not the element's (a queue that is
+// missing after the NOT_FOUND budget, PERMISSION_DENIED, an exhausted retry budget) never gets
+// here: it fails the bundle.
+func (f *deleteFn) Rejected(ctx context.Context, r *engine.Request[*pendingDelete], err error) error {
+	p := r.Tag
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, deletion: r.Delete, elem: p.elem, err: err})
+}
+
+// AttemptLatency records how long each DeleteTask call took, apart from the creates'.
+func (f *deleteFn) AttemptLatency(ctx context.Context, _ *engine.Request[*pendingDelete], latency time.Duration) {
+	f.metrics.deleteLatency.Update(ctx, latency.Milliseconds())
+}
