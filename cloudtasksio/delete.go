@@ -51,7 +51,7 @@ type DeleteConfig struct {
 
 // DeleteConnector is the deadletter.FailedElement.Connector of the dead letters Delete
 // produces. It differs from Connector so that a consumer never takes a failed delete for a
-// failed create: FailedTask refuses them, and a replay of tasks skips them. Their Payload is the
+// failed create: FailedTask refuses them, and the replay example leaves them. Their Payload is the
 // DeleteTaskRequest in wire format (empty for CodeTaskID: no task was named), their
 // Destination the queue path.
 const DeleteConnector = "cloudtasks-delete"

@@ -12,8 +12,10 @@
 // function of your own. [TryWrite] reports a bad Config at pipeline construction; [Write]
 // panics instead. [WriteWithResult] also returns the tasks it created ([CreatedTask]: queue,
 // task name, key, times), to record which element became which task or to start a step once
-// they exist. [ConfigFromOptions] builds a Config from the flat option keys that templates
-// take as flags (the [option keys] reference lists them).
+// they exist. [Delete] (and [TryDelete]) deletes the task Write named from each element's key,
+// to cancel it or, followed by a create under a new key, to change it. [ConfigFromOptions]
+// builds a Config from the flat option keys that templates take as flags (the [option keys]
+// reference lists them).
 //
 // # Failures and dead letters
 //

@@ -25,6 +25,7 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exactlyonce/exactlyonce"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/exampleenv"
 	"github.com/beam-cloudtasks/beam-cloudtasks/examples/replay/replay"
+	"github.com/beam-cloudtasks/beam-cloudtasks/examples/reschedule/reschedule"
 )
 
 // These tests run the examples' own code on prism, each against in-process servers of its
@@ -229,6 +230,43 @@ func TestExampleExactlyOnceKeyedRerunCreatesNothingAndRandomIDsDoNot(t *testing.
 	}
 	assert.True(t, res.RetentionSet)
 	assert.Contains(t, out.String(), "created 0, already there 3 -> queue holds 3 task(s)")
+}
+
+func TestExampleRescheduleDeletesTheOldReminderAndCreatesTheNewOne(t *testing.T) {
+	ct := exampleCloudTasks(t)
+	at := time.Now().UTC().Truncate(time.Hour).Add(48 * time.Hour) // within Cloud Tasks' 30 days
+	opts := reschedule.Options{
+		Reminders: []reschedule.Reminder{
+			{Appointment: "a", Version: 1, Patient: "p1", At: at},
+			{Appointment: "b", Version: 1, Patient: "p2", At: at},
+			{Appointment: "c", Version: 1, Patient: "p3", At: at},
+		},
+		Changes: []reschedule.Change{
+			{Appointment: "a", From: 1, Patient: "p1", At: at.Add(24 * time.Hour)},
+			{Appointment: "c", From: 1, Cancelled: true},
+			{Appointment: "d", From: 3, Cancelled: true}, // no such reminder: already gone
+		},
+	}
+	var out bytes.Buffer
+
+	res, err := reschedule.Run(context.Background(), exampleEnv(ct, &out), opts)
+	require.NoError(t, err)
+
+	due := func(appointment string, version int, at time.Time) reschedule.Scheduled {
+		return reschedule.Scheduled{Appointment: appointment, Version: version, At: at}
+	}
+	assert.Equal(t, []reschedule.Scheduled{due("a", 1, at), due("b", 1, at), due("c", 1, at)}, res.Before)
+	assert.Equal(t, []reschedule.Scheduled{due("a", 2, at.Add(24*time.Hour)), due("b", 1, at)}, res.After)
+	assert.Equal(t, int64(2), res.Counters[cloudtasksio.MetricRecordsDeleted])
+	assert.Equal(t, int64(1), res.Counters[cloudtasksio.MetricTasksAlreadyGone])
+	assert.Equal(t, int64(1), res.Counters[cloudtasksio.MetricRecordsSend])
+	names := map[string]bool{}
+	for _, task := range ct.Server.Tasks(reschedule.Queue.Path()) {
+		names[task.GetName()] = true
+	}
+	assert.True(t, names[reschedule.Queue.Path()+"/tasks/"+cloudtasksio.TaskID("appointment/a/v2")], "the new version is a task of its own")
+	assert.Contains(t, out.String(), "  a v2 due "+at.Add(24*time.Hour).Format(time.RFC3339)+"\n")
+	assert.Contains(t, out.String(), "Changes: numRecordsDeleted=2 tasksAlreadyGone=1 numRecordsSend=1 numRecordsSendErrors=0\n")
 }
 
 func TestExampleReplayWritesEachFixedOrderOnceAndASecondReplayNothing(t *testing.T) {
