@@ -1,14 +1,20 @@
 package cloudtasksio
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"github.com/googleapis/gax-go/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
@@ -251,13 +257,16 @@ func TestDeleteResolvesEachElementsQueue(t *testing.T) {
 	require.NoError(t, err)
 	createNamed(t, srv, deleteQueue, "order-1")
 	createNamed(t, srv, "projects/p/locations/l/queues/other", "order-1")
-	f := newDeleteFn(t, srv, DeleteConfig{QueueFn: queueOfCancellation, TaskIDFn: keyOfCancellation, Writer: fastDeletes,
+	w := fastDeletes
+	w.PerDestinationMetrics = true
+	f := newDeleteFn(t, srv, DeleteConfig{QueueFn: queueOfCancellation, TaskIDFn: keyOfCancellation, Writer: w,
 		OnFailure: DeadLetter}, cancellation{})
 	_, counters, err := runDeleteBundle(t, f, cancellation{Queue: "other", Order: "1"})
 	require.NoError(t, err)
 	assert.Empty(t, srv.Tasks("projects/p/locations/l/queues/other"))
 	assert.Len(t, srv.Tasks(deleteQueue), 1, "the same key in another queue is another task")
 	assert.Equal(t, int64(1), counters[MetricRecordsDeleted])
+	assert.Equal(t, int64(1), counters[MetricDestinationRecordsDeleted("projects/p/locations/l/queues/other")])
 
 	_, _, err = runDeleteBundle(t, f, cancellation{Queue: "q_bad", Order: "1"})
 	require.Error(t, err, "an invalid queue fails the bundle, whatever the policy")
@@ -293,4 +302,65 @@ func TestDeleteConfigErrorsNameTheField(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		Delete(s, DeleteConfig{}, beam.Create(s, "a"))
 	})
+}
+
+// slowDeleter answers every DeleteTask after 100ms, and records how many calls it served at
+// once, the deadline of each call's context and how many call options each call had.
+type slowDeleter struct {
+	mu             sync.Mutex
+	inFlight, most int
+	calls          int
+	deadlines      []time.Time
+	options        []int
+}
+
+func (d *slowDeleter) DeleteTask(ctx context.Context, _ *cloudtaskspb.DeleteTaskRequest, opts ...gax.CallOption) error {
+	d.mu.Lock()
+	d.calls++
+	d.inFlight++
+	d.most = max(d.most, d.inFlight)
+	dl, _ := ctx.Deadline()
+	d.deadlines = append(d.deadlines, dl)
+	d.options = append(d.options, len(opts))
+	d.mu.Unlock()
+	time.Sleep(100 * time.Millisecond)
+	d.mu.Lock()
+	d.inFlight--
+	d.mu.Unlock()
+	return nil
+}
+
+func TestDeleteKeepsMaxInFlightTasksAndTheAttemptTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spec, err := compileDelete(DeleteConfig{Queue: Queue{Project: "p", Location: "l", Name: "q"}, EmulatorEndpoint: "127.0.0.1:1",
+			Writer: WriterOptions{MaxInFlightTasks: 3, AdaptiveConcurrency: AdaptiveConcurrencyOff, AttemptTimeout: 2 * time.Second}}, typeOf(""))
+		require.NoError(t, err)
+		f := &deleteFn{Spec: spec}
+		require.NoError(t, f.Setup())
+		d := &slowDeleter{}
+		f.start(clientDeleter{d}, engineOptions(f.Spec.Writer), f) // what StartBundle does, without a server
+		ctx, counters := metricsContext()
+		start := time.Now()
+		for i := range 12 {
+			require.NoError(t, f.ProcessElement(ctx, 0, fmt.Sprint("key-", i), discardDeadLetters))
+		}
+		require.NoError(t, f.FinishBundle(ctx, discardDeadLetters))
+
+		assert.Equal(t, 12, d.calls)
+		assert.Equal(t, 3, d.most, "never more deletes in flight than MaxInFlightTasks, and the cap is used")
+		assert.Equal(t, 400*time.Millisecond, time.Since(start), "four rounds of three")
+		for _, dl := range d.deadlines {
+			assert.False(t, dl.IsZero(), "each call runs under the attempt timeout")
+		}
+		assert.Equal(t, []int{1}, slices.Compact(d.options), "each call turns the client's own retries off")
+		assert.Equal(t, int64(12), counters()[MetricRecordsDeleted])
+	})
+}
+
+func TestDeletesKeepAdaptiveStatesApartFromCreates(t *testing.T) {
+	client := clientSpec{EmulatorEndpoint: "127.0.0.1:1", ServiceAccountKeyFile: ownSetting("adaptive-deletes")} // a setting of its own
+	w := WriterOptions{}
+	assert.Same(t, adaptiveState(w, client, true), adaptiveState(w, client, true), "the deletes of one client setting share one state")
+	assert.NotSame(t, adaptiveState(w, client, true), adaptiveState(w, client, false), "and not the creates'")
+	assert.Nil(t, adaptiveState(WriterOptions{AdaptiveConcurrency: AdaptiveConcurrencyOff}, client, true))
 }
