@@ -79,6 +79,15 @@ func newAdaptive() *engine.Adaptive {
 // Bound: queueStateIdleTTL and maxQueueStates.
 var preflights = gcpconn.Cache[preflightKey, *preflightResult]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
 
+// queueHealths holds what the queue health (WriterOptions.QueueHealthInterval) knows of each
+// queue: when it was last read, the latest read's state, overrides and stats, and what was
+// reported of them (queueHealthWatch). Only a bundle writing to its queue uses an entry, and
+// starts its reads, so the reads of a queue no longer written to stop at once and its entry is
+// dropped after queueStateIdleTTL.
+// Key: healthKey (client setting, queue).
+// Bound: queueStateIdleTTL and maxQueueStates.
+var queueHealths = gcpconn.Cache[healthKey, *queueHealth]{IdleTTL: queueStateIdleTTL, MaxEntries: maxQueueStates}
+
 // destinationFailures holds the queues whose failure (NOT_FOUND after its budget,
 // PERMISSION_DENIED, FAILED_PRECONDITION) a worker process met under DestinationIsolate
 // (writeFn.DestinationFailed), so that the next elements for them go to the failure policy at

@@ -83,7 +83,7 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 
 // processCaches are the package-level caches of a worker process, by name: caches.go
 // documents each (what it holds, its key, its bound).
-var processCaches = []string{"v2Clients", "betaClients", "adaptives", "preflights", "destinationFailures", "verified"}
+var processCaches = []string{"v2Clients", "betaClients", "adaptives", "preflights", "queueHealths", "destinationFailures", "verified"}
 
 // TestEveryProcessCacheIsDeclaredInCachesGo finds every package-level variable of a cache type
 // (gcpconn.Cache, clientCache, failedDestinations, sync.Map) in the package's files, and wants exactly the
@@ -144,6 +144,8 @@ func TestPerQueueCachesAreBoundedAndClientCachesAreNot(t *testing.T) {
 	require.Positive(t, maxQueueStates)
 	assert.Equal(t, queueStateIdleTTL, preflights.IdleTTL, "preflights")
 	assert.Equal(t, maxQueueStates, preflights.MaxEntries, "preflights")
+	assert.Equal(t, queueStateIdleTTL, queueHealths.IdleTTL, "queueHealths")
+	assert.Equal(t, maxQueueStates, queueHealths.MaxEntries, "queueHealths")
 	assert.Equal(t, queueStateIdleTTL, verified.IdleTTL, "verified")
 	assert.Equal(t, maxQueueStates, verified.MaxEntries, "verified")
 	assert.Equal(t, maxQueueStates, destinationFailures.MaxEntries, "destinationFailures")

@@ -48,9 +48,11 @@ import (
 //     sink.recovery.initial-backoff, sink.recovery.max-backoff, sink.recovery.max-attempts,
 //     sink.recovery.not-found.initial-backoff, sink.recovery.not-found.max-backoff,
 //     sink.recovery.not-found.max-attempts, sink.metrics.per-destination,
-//     sink.queue-preflight, sink.in-flight.adaptive, sink.in-flight.adaptive-start-rate:
-//     WriterOptions; the queue preflight takes "warn", "fail" or "off", adaptive concurrency
-//     "on" or "off", the start rate a decimal number of creates per second above 0.
+//     sink.queue-preflight, sink.queue-health.interval, sink.in-flight.adaptive,
+//     sink.in-flight.adaptive-start-rate: WriterOptions; the queue preflight takes "warn",
+//     "fail" or "off", the queue health interval a duration ("0" is off), adaptive
+//     concurrency "on" or "off", the start rate a decimal number of creates per second above
+//     0.
 //
 // Values: durations use Go's time.ParseDuration syntax ("250ms", "1m30s", "2h") or the Flink
 // connector's ("250 ms", "5 min", "1 d"; a number without a unit is refused, apart from Go's

@@ -25,6 +25,7 @@ type createBase[T any] struct {
 	metrics   *sinkMetrics
 	engine    *engine.Engine[T]
 	preflight *queuePreflighter // reads each queue once per process (before its first create under PreflightFail)
+	health    *queueHealthWatch // reads the queues again every QueueHealthInterval; nil: off
 	adaptive  *engine.Adaptive  // the process-wide limits of the DoFn's client setting; nil: off
 	queues    map[string]bool   // the queues the bundle wrote to, for the adaptive limit gauge
 	throttled bool              // the bundle's throttled time has been reported
@@ -35,6 +36,8 @@ type createBase[T any] struct {
 func (b *createBase[T]) setup(spec *sinkSpec) {
 	b.setupWith(spec.Writer, spec.Client, false)
 	b.preflight = newQueuePreflighter(spec.Writer.QueuePreflight, spec.Client)
+	b.health = newQueueHealthWatch(spec.Writer, spec.Client)
+	b.preflight.reader = b.health.preflightReader() // nil: the preflight's own v2 read
 }
 
 // setupWith creates the metrics and the adaptive limits of a DoFn sending through client with
@@ -57,6 +60,7 @@ func (b *createBase[T]) start(c engine.Creator, o engine.Options, obs engine.Obs
 	b.engine = engine.New(c, o, obs)
 	b.throttled = false
 	b.preflight.startBundle()
+	b.health.startBundle()
 	if len(b.queues) > 64 {
 		b.queues = nil // a bundle over many queues leaves no large map behind for the DoFn's life
 	} else {
@@ -70,6 +74,9 @@ func (b *createBase[T]) bundleErr() error { return b.engine.Err() }
 // submit hands r to the bundle's engine and returns the bundle's failure, if any.
 func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error {
 	if err := b.preflight.check(ctx, r.Create); err != nil {
+		return b.failBundle(ctx, err)
+	}
+	if err := b.health.check(ctx, r.Create); err != nil {
 		return b.failBundle(ctx, err)
 	}
 	if b.adaptive != nil {
@@ -90,6 +97,7 @@ func (b *createBase[T]) submit(ctx context.Context, r *engine.Request[T]) error 
 func (b *createBase[T]) finish(ctx context.Context) error {
 	err := b.engine.Flush(ctx)
 	b.preflight.finishBundle(ctx)
+	b.health.endBundle(ctx)
 	b.metrics.gauges(ctx, b.engine)
 	b.adaptiveGauge(ctx)
 	b.reportThrottled(ctx)
@@ -106,6 +114,7 @@ func (b *createBase[T]) finish(ctx context.Context) error {
 func (b *createBase[T]) failBundle(ctx context.Context, err error) error {
 	b.engine.Fail(err)
 	_ = b.engine.Flush(ctx) // returns the first failure once the cancelled creates are back
+	b.health.endBundle(ctx)
 	b.metrics.gauges(ctx, b.engine)
 	b.adaptiveGauge(ctx)
 	b.reportThrottled(ctx)

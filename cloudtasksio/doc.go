@@ -149,6 +149,31 @@
 //	                                                      per failed read for any other status (remembered for 30
 //	                                                      seconds by the whole process, then tried again).
 //
+// With WriterOptions.QueueHealthInterval each worker process reads the queues it writes to
+// again, once per queue and interval; the gauges are set when a bundle ends, from the latest
+// read of each queue it wrote to:
+//
+//	queueState                              gauge         The worst state among the queues the bundle wrote to: 3
+//	                                                      DISABLED, 2 PAUSED, 1 RUNNING (the numbers of Cloud Tasks'
+//	                                                      Queue.State), 0 when the latest read of each of them failed.
+//	queueTasks                              gauge         The tasks of the queue with the largest backlog among them,
+//	                                                      from the stats.tasksCount of the v2beta3 API: tasks not yet
+//	                                                      dispatched, being dispatched, or waiting for a retry.
+//	queueOldestTaskAgeSeconds               gauge         How late the oldest task among those queues is, in whole
+//	                                                      seconds: from its estimated arrival
+//	                                                      (stats.oldestEstimatedArrivalTime: the earliest time at which
+//	                                                      one of its tasks is due) to the read; 0 for an empty queue or
+//	                                                      one whose tasks are all scheduled ahead.
+//	queueHealthReads                        counter       Queue reads the queue health made, the preflight's reads
+//	                                                      included: at most one per queue and interval in each worker
+//	                                                      process, shared by its DoFn instances.
+//	queueHealthReadErrors                   counter       Those reads that failed.
+//	destination.<queue path>.queueState     gauge         With PerDestinationMetrics: queueState per queue.
+//	destination.<queue path>.queueTasks     gauge         With PerDestinationMetrics: queueTasks per queue.
+//	destination.<queue path>.queueOldestTaskAgeSeconds  gauge
+//	                                                      With PerDestinationMetrics: queueOldestTaskAgeSeconds per
+//	                                                      queue.
+//
 // Exactly-once mode adds:
 //
 //	expiredEnvelopesFailed                  counter       Staged tasks found past their creation deadline, by the

@@ -104,6 +104,30 @@ const (
 	// per failed read for other errors (remembered for 30 seconds, gcpconn.FailureTTL, by
 	// every instance of the process, then tried again).
 	MetricQueuePreflightSkipped = "queuePreflightSkipped"
+
+	// MetricQueueState is the gauge of the state of the queues the reporting DoFn instance's
+	// bundle wrote to, as the latest queue health read (WriterOptions.QueueHealthInterval) of
+	// each found it, the worst of them: 3 DISABLED, 2 PAUSED, 1 RUNNING (Cloud Tasks'
+	// Queue.State numbers), 0 when the latest read of every such queue failed. It is set when a
+	// bundle ends, once a read of one of its queues has ended, and not at all with queue health
+	// off.
+	MetricQueueState = "queueState"
+	// MetricQueueTasks is the gauge of the tasks in the queues the bundle wrote to (the v2beta3
+	// Queue.stats tasks_count: not yet dispatched, being dispatched, or waiting for a retry),
+	// the largest, as the latest read of each found it. Set as MetricQueueState is, when the
+	// server answers the stats.
+	MetricQueueTasks = "queueTasks"
+	// MetricQueueOldestTaskAgeSeconds is the gauge of how late the oldest task of those queues
+	// is, in whole seconds: the time from its estimated arrival (Queue.stats
+	// oldest_estimated_arrival_time) to the read, 0 when that time is still ahead or the queue
+	// is empty; the largest among the bundle's queues. Set as MetricQueueTasks is.
+	MetricQueueOldestTaskAgeSeconds = "queueOldestTaskAgeSeconds"
+	// MetricQueueHealthReads counts the queue reads the queue health made, the preflight's
+	// reads included: at most one per queue and interval in a worker process. Each is counted
+	// by the next bundle end of the process that writes to the queue.
+	MetricQueueHealthReads = "queueHealthReads"
+	// MetricQueueHealthReadErrors counts those of them that failed.
+	MetricQueueHealthReadErrors = "queueHealthReadErrors"
 )
 
 // ThrottlingMetricsNamespace is the Beam metrics namespace of MetricThrottlingMsecs, the one
@@ -153,6 +177,25 @@ func MetricDestinationRecordsDeleted(queuePath string) string {
 // that WriterOptions.PerDestinationMetrics adds: "destination.<queue path>.queueFailures".
 func MetricDestinationQueueFailures(queuePath string) string {
 	return "destination." + queuePath + ".queueFailures"
+}
+
+// MetricDestinationQueueState returns the name of the per-queue MetricQueueState gauge that
+// WriterOptions.PerDestinationMetrics adds with queue health on:
+// "destination.<queue path>.queueState".
+func MetricDestinationQueueState(queuePath string) string {
+	return "destination." + queuePath + ".queueState"
+}
+
+// MetricDestinationQueueTasks returns the name of the per-queue MetricQueueTasks gauge:
+// "destination.<queue path>.queueTasks".
+func MetricDestinationQueueTasks(queuePath string) string {
+	return "destination." + queuePath + ".queueTasks"
+}
+
+// MetricDestinationQueueOldestTaskAgeSeconds returns the name of the per-queue
+// MetricQueueOldestTaskAgeSeconds gauge: "destination.<queue path>.queueOldestTaskAgeSeconds".
+func MetricDestinationQueueOldestTaskAgeSeconds(queuePath string) string {
+	return "destination." + queuePath + ".queueOldestTaskAgeSeconds"
 }
 
 // sinkMetrics are the sink's Beam metrics. Counters count elements, not attempts, except

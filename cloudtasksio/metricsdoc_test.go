@@ -21,7 +21,7 @@ var updateDoc = flag.Bool("update-doc", false, "rewrite the metric tables of doc
 //	go test -run TestPackageMetricTablesAreDocsMetricsMd ./cloudtasksio/ -update-doc
 func TestPackageMetricTablesAreDocsMetricsMd(t *testing.T) {
 	tables := metricTablesOf(readFile(t, "../docs/metrics.md"))
-	require.Len(t, tables, 4, "docs/metrics.md has four metric tables: the sink's, throttling, preflight, exactly-once")
+	require.Len(t, tables, 5, "docs/metrics.md has five metric tables: the sink's, throttling, preflight, queue health, exactly-once")
 	src := readFile(t, "doc.go")
 	lines := strings.Split(src, "\n")
 	blocks := metricBlocksOf(lines)
@@ -132,11 +132,21 @@ func renderMetricTable(rows []metricRow, header bool) []string {
 		out = append(out, line("name", "kind", "counts"))
 	}
 	for _, r := range rows {
+		// A name too long for its column has a line of its own, with its kind, before the
+		// row's text.
+		var names []string
+		for _, n := range r.names {
+			if len(n) >= metricNameWidth {
+				out = append(out, "//\t"+n+"  "+r.kind)
+			} else {
+				names = append(names, n)
+			}
+		}
 		text := wrapWords(r.text, metricTextWidth)
-		for i := 0; i < max(len(r.names), len(text)); i++ {
+		for i := 0; i < max(len(names), len(text)); i++ {
 			name, kind, chunk := "", "", ""
-			if i < len(r.names) {
-				name, kind = r.names[i], r.kind
+			if i < len(names) {
+				name, kind = names[i], r.kind
 			}
 			if i < len(text) {
 				chunk = text[i]

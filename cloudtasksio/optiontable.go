@@ -194,6 +194,8 @@ var optionTable = slices.Concat(
 		optionOf("sink.metrics.per-destination", "Writer.PerDestinationMetrics", boolValue, func(c *Config) *bool { return &c.Writer.PerDestinationMetrics }),
 		optionOf("sink.queue-preflight", "Writer.QueuePreflight", enumValue(strings.Join(queuePreflightValues, ", "), queuePreflightByValue),
 			func(c *Config) *QueuePreflight { return &c.Writer.QueuePreflight }),
+		optionOf("sink.queue-health.interval", "Writer.QueueHealthInterval", durationOrZeroValue,
+			func(c *Config) *time.Duration { return &c.Writer.QueueHealthInterval }),
 		optionOf("sink.in-flight.adaptive", "Writer.AdaptiveConcurrency",
 			enumValue("on, off", map[string]AdaptiveConcurrency{"on": AdaptiveConcurrencyOn, "off": AdaptiveConcurrencyOff}),
 			func(c *Config) *AdaptiveConcurrency { return &c.Writer.AdaptiveConcurrency }),

@@ -46,6 +46,18 @@ type WriterOptions struct {
 	// creates not waiting for the read; PreflightFail reads before the queue's first create
 	// and fails the bundle; PreflightOff does not read the queue.
 	QueuePreflight QueuePreflight
+	// QueueHealthInterval, when set, has each worker process read every queue it writes to
+	// again once this much time has passed since the queue's last read, the preflight's
+	// included: at most one read per queue and interval per process, shared by every DoFn
+	// instance. A bundle writing to the queue starts the read and never waits for it, so a
+	// queue nothing writes to is not read. What a read finds acts as the preflight's findings
+	// do in QueuePreflight's mode (a queue paused since: one WARN line under PreflightWarn;
+	// under PreflightFail the bundles writing to it fail until a later read finds it fixed;
+	// nothing under PreflightOff) and sets the gauges MetricQueueState, MetricQueueTasks and
+	// MetricQueueOldestTaskAgeSeconds when a bundle ends. The backlog gauges need the v2beta3
+	// API's Queue.stats; every read needs cloudtasks.queues.get. Default 0: off. Otherwise 10s
+	// to 24h.
+	QueueHealthInterval time.Duration
 	// AdaptiveConcurrency lowers the creates in flight to a queue when Cloud Tasks answers
 	// RESOURCE_EXHAUSTED and raises them again as creates succeed, per worker process and
 	// queue, honouring RetryInfo delays (see AdaptiveConcurrency). Default on.
@@ -68,7 +80,8 @@ type WriterOptions struct {
 // field stands for: 1000 tasks in flight, the client's single connection, a transient budget
 // of 8 attempts backing off from 100ms to at most 10s, a NOT_FOUND budget of 3 attempts
 // backing off from 500ms to at most 2s, the client's own 20s per create attempt, no per-queue
-// metrics, the queue preflight in PreflightWarn mode, and adaptive concurrency on.
+// metrics, the queue preflight in PreflightWarn mode, no queue health re-read, and adaptive
+// concurrency on.
 func DefaultWriterOptions() WriterOptions {
 	return WriterOptions{
 		MaxInFlightTasks:               1000,
@@ -142,6 +155,9 @@ func (o WriterOptions) resolve() (WriterOptions, error) {
 	}
 	if o.QueuePreflight < PreflightWarn || o.QueuePreflight > PreflightOff {
 		return o, errField("Writer.QueuePreflight", "%v is not PreflightWarn, PreflightFail or PreflightOff", o.QueuePreflight)
+	}
+	if d := o.QueueHealthInterval; d != 0 && (d < minQueueHealthInterval || d > maxQueueHealthInterval) {
+		return o, errField("Writer.QueueHealthInterval", "is %v; it must be 0 (off) or from 10s to 24h", d)
 	}
 	for _, budget := range []struct {
 		name         string
