@@ -101,3 +101,12 @@ func TestDocsPerformanceTablesAreTheirResultsFiles(t *testing.T) {
 	err := run([]string{"-check", filepath.Join("..", "..", "docs", "performance.md")}, &out, &stderr)
 	require.NoError(t, err, "%s\nfrom the module's root: go run ./tools/perftable -update docs/performance.md", stderr.String())
 }
+
+// TestDocsPerformanceStaysAPageAUserReads keeps docs/performance.md short enough to read in
+// minutes: the history of the figures belongs in docs/performance-history.md.
+func TestDocsPerformanceStaysAPageAUserReads(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
+	require.NoError(t, err)
+	lines := bytes.Count(raw, []byte("\n"))
+	assert.Less(t, lines, 300, "docs/performance.md has %d lines; move what a user need not read to docs/performance-history.md", lines)
+}
