@@ -498,3 +498,18 @@ func TestTheQueueHealthOptionKey(t *testing.T) {
 		assert.Contains(t, err.Error(), "QueueHealthInterval is "+bad.String()+"; it must be 0 (off) or from 10s to 24h")
 	}
 }
+
+// The exactly-once create step has the same lifecycle as the at-least-once DoFn: with an
+// interval it has a queue health, and its preflight reads through it.
+func TestTheExactlyOnceCreateStepReadsItsQueuesAgain(t *testing.T) {
+	spec := eoSpec(t, "q", eoOrder{}, DefaultStagedOptions())
+	spec.Writer.QueuePreflight = PreflightWarn
+	spec.Writer.QueueHealthInterval = time.Minute
+	f := newStagedCreateFnWith(spec, engine.CreatorFunc(func(_ context.Context, req *cloudtaskspb.CreateTaskRequest) (*cloudtaskspb.Task, error) {
+		return req.GetTask(), nil
+	}))
+	require.NoError(t, f.setupWorker())
+	require.NotNil(t, f.health)
+	assert.Equal(t, time.Minute, f.health.interval)
+	assert.IsType(t, preflightHealthReader{}, f.preflight.reader)
+}
