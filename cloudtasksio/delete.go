@@ -8,6 +8,8 @@ import (
 
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
+
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 // DeleteConfig describes one Delete: the queue that holds the tasks, the key each element's task
@@ -27,9 +29,11 @@ type DeleteConfig struct {
 	// TaskIDFn gives the key the element's task was named from: a top-level
 	// func(T) (string, error) registered with the Beam register package, as Config.TaskIDFn.
 	// The task deleted is TaskID(key) in the element's queue, the task Write created for the
-	// same key. An error or an empty key sends the element to the failure policy
-	// (CodeTaskID). Nil means the elements are the keys: the PCollection must then be of
-	// string.
+	// same key. Nil reads the key as Write does without a TaskIDFn: from the element type's
+	// `cloudtasks:"task-id"` field, so that a Delete of Write's own elements reaches their
+	// tasks; or, for a PCollection of string, the elements are the keys. Any other element
+	// type needs a TaskIDFn, which wins over the field when both are there. An error or an
+	// empty key sends the element to the failure policy (CodeTaskID).
 	TaskIDFn any
 
 	// Writer tunes concurrency and retries as for Write; zero fields take their defaults. Its
@@ -133,14 +137,12 @@ func compileDelete(cfg DeleteConfig, elem reflect.Type) (*deleteSpec, error) {
 			return nil, deleteFieldError(err)
 		}
 	}
-	switch {
-	case cfg.TaskIDFn != nil:
+	if cfg.TaskIDFn != nil {
 		if spec.TaskIDFn, err = encodeUserFunc("TaskIDFn", cfg.TaskIDFn, elem, keyType); err != nil {
 			return nil, deleteFieldError(err)
 		}
-	case elem != keyType:
-		return nil, fmt.Errorf("DeleteConfig.TaskIDFn is not set, so the elements must be the keys (string), but they are %v; "+
-			"set DeleteConfig.TaskIDFn to a func(%v) (string, error) that returns the key", elem, elem)
+	} else if _, err := taskIDSchema(elem); err != nil {
+		return nil, err
 	}
 	// validate has accepted these; resolving them cannot fail.
 	spec.Writer, _ = cfg.Writer.resolve()
@@ -148,6 +150,28 @@ func compileDelete(cfg DeleteConfig, elem reflect.Type) (*deleteSpec, error) {
 	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
 		ChannelPoolSize: spec.Writer.ChannelPoolSize, Settings: settings}
 	return spec, nil
+}
+
+// taskIDSchema returns where Delete, without a TaskIDFn, reads the key of an element of type
+// elem: nil for strings, which are the keys, or the schema of a struct whose
+// `cloudtasks:"task-id"` field holds the key, the field Write names the element's task from. Any
+// other type is an error naming DeleteConfig.TaskIDFn and the tag.
+func taskIDSchema(elem reflect.Type) (*bodyformat.Schema, error) {
+	if elem == keyType {
+		return nil, nil
+	}
+	if _, tagged := cloudtasksTaggedField(elem); tagged {
+		schema, err := bodyformat.NewSchema(elem)
+		if err != nil {
+			return nil, fmt.Errorf("DeleteConfig.TaskIDFn is not set and element type %v cannot give its %q field: %w", elem, bodyformat.KeyTaskID, err)
+		}
+		if schema.Has(bodyformat.KeyTaskID) {
+			return schema, nil
+		}
+	}
+	return nil, fmt.Errorf("DeleteConfig.TaskIDFn is not set, so the elements must be the keys (string) or carry them in a "+
+		"`cloudtasks:%q` field, but they are %v; set DeleteConfig.TaskIDFn to a func(%v) (string, error) that returns the key, "+
+		"or tag the key's field of %v `cloudtasks:%q`", bodyformat.KeyTaskID, elem, elem, elem, bodyformat.KeyTaskID)
 }
 
 // validate checks every rule of c that needs no element type, in a fixed order, and returns the
@@ -234,8 +258,13 @@ func (s *deleteSpec) checkOnWorker() error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	if s.TaskIDFn == nil && (s.Elem == nil || s.Elem.T != keyType) {
-		return errors.New("the delete spec has no DeleteConfig.TaskIDFn and its elements are not keys (string)")
+	if s.TaskIDFn == nil {
+		if s.Elem == nil || s.Elem.T == nil {
+			return errors.New("the delete spec has no DeleteConfig.TaskIDFn and no element type to read the keys from")
+		}
+		if _, err := taskIDSchema(s.Elem.T); err != nil {
+			return err
+		}
 	}
 	if w, _ := s.Writer.resolve(); w != s.Writer {
 		s.Writer = w

@@ -2,6 +2,7 @@ package cloudtasksio
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -28,6 +29,7 @@ import (
 func init() {
 	register.Function1x2(keyOfCancellation)
 	register.Function1x2(queueOfCancellation)
+	register.Function1x2(previousKey)
 }
 
 // cancellation is the element of the Delete tests that carry more than a key.
@@ -251,6 +253,75 @@ func TestDeleteFailurePolicies(t *testing.T) {
 	})
 }
 
+// keyedCancellation names its task as Write would: by its task-id field.
+type keyedCancellation struct {
+	Reason string `json:"reason"`
+	Key    string `cloudtasks:"task-id"`
+}
+
+func TestDeleteWithoutTaskIDFnReadsTheTaskIDFieldAsWriteDoes(t *testing.T) {
+	srv, _ := newDeleteServer(t)
+	createNamed(t, srv, deleteQueue, "order-1")
+	kept := createNamed(t, srv, deleteQueue, "order-2")
+	f := newDeleteFn(t, srv, DeleteConfig{Writer: fastDeletes, OnFailure: DeadLetter}, keyedCancellation{})
+	out, counters, err := runDeleteBundle(t, f, keyedCancellation{Key: "order-1"}, keyedCancellation{Reason: "no key"})
+	require.NoError(t, err)
+	tasks := srv.Tasks(deleteQueue)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, kept, tasks[0].GetName())
+	assert.Equal(t, int64(1), counters[MetricRecordsDeleted])
+
+	require.Len(t, out, 1, "the element with an empty task-id field")
+	fe := out[0]
+	assert.Equal(t, CodeTaskID, fe.Code)
+	assert.Equal(t, DeleteConnector, fe.Connector)
+	assert.Equal(t, deleteQueue, fe.Destination)
+	assert.Empty(t, fe.Payload, "no task was named")
+	assert.Contains(t, fe.Error, `the "task-id" field of cloudtasksio.keyedCancellation is empty`)
+	elem, err := deadletter.DecodeElement[keyedCancellation](fe)
+	require.NoError(t, err)
+	assert.Equal(t, keyedCancellation{Reason: "no key"}, elem)
+}
+
+func TestDeleteWithATaskIDFnIgnoresTheTaskIDField(t *testing.T) {
+	srv, _ := newDeleteServer(t)
+	createNamed(t, srv, deleteQueue, "order-1")
+	kept := createNamed(t, srv, deleteQueue, "order-1/v2")
+	f := newDeleteFn(t, srv, DeleteConfig{TaskIDFn: previousKey, Writer: fastDeletes}, keyedCancellation{})
+	_, _, err := runDeleteBundle(t, f, keyedCancellation{Reason: "order-1", Key: "order-1/v2"})
+	require.NoError(t, err)
+	tasks := srv.Tasks(deleteQueue)
+	require.Len(t, tasks, 1)
+	assert.Equal(t, kept, tasks[0].GetName(), "the TaskIDFn's key, not the field's, is deleted")
+}
+
+// previousKey is a Delete's TaskIDFn over an element whose task-id field holds another key.
+func previousKey(c keyedCancellation) (string, error) { return c.Reason, nil }
+
+// TestTheWorkerChecksHowTheKeyIsRead decodes specs as a worker does: one that reads a task-id
+// field is accepted, one whose element type has lost both the field and a TaskIDFn is refused
+// with the construction error.
+func TestTheWorkerChecksHowTheKeyIsRead(t *testing.T) {
+	spec, err := compileDelete(DeleteConfig{Queue: Queue{Project: "p", Location: "l", Name: "q"}, EmulatorEndpoint: "127.0.0.1:1"},
+		typeOf(keyedCancellation{}))
+	require.NoError(t, err)
+	wire, err := json.Marshal(spec)
+	require.NoError(t, err)
+	decoded := &deleteSpec{}
+	require.NoError(t, json.Unmarshal(wire, decoded))
+	f := &deleteFn{Spec: decoded}
+	require.NoError(t, f.Setup())
+	key, err := f.key(keyedCancellation{Key: "order-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "order-1", key)
+
+	decoded.Elem = &beam.EncodedType{T: typeOf(cancellation{})}
+	err = (&deleteFn{Spec: decoded}).Setup()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DeleteConfig.TaskIDFn is not set")
+	assert.Contains(t, err.Error(), `cloudtasks:"task-id"`)
+}
+
 func TestDeleteResolvesEachElementsQueue(t *testing.T) {
 	srv, _ := newDeleteServer(t)
 	_, err := srv.CreateQueue("projects/p/locations/l/queues/other")
@@ -283,7 +354,9 @@ func TestDeleteConfigErrorsNameTheField(t *testing.T) {
 		{DeleteConfig{}, "", "no destination: set DeleteConfig.Queue or DeleteConfig.QueueFn"},
 		{DeleteConfig{Queue: q, QueueFn: queueOfCancellation}, cancellation{}, "DeleteConfig.Queue and DeleteConfig.QueueFn are both set"},
 		{DeleteConfig{Queue: Queue{Project: "p", Location: "l", Name: "q_bad"}}, "", "DeleteConfig.Queue.Name"},
-		{DeleteConfig{Queue: q}, cancellation{}, "DeleteConfig.TaskIDFn is not set, so the elements must be the keys (string)"},
+		{DeleteConfig{Queue: q}, cancellation{}, "DeleteConfig.TaskIDFn is not set, so the elements must be the keys (string) or carry them in a `cloudtasks:\"task-id\"` field, but they are cloudtasksio.cancellation"},
+		{DeleteConfig{Queue: q}, urlOnly{}, "DeleteConfig.TaskIDFn is not set, so the elements must be the keys (string) or carry them"},
+		{DeleteConfig{Queue: q}, numberedCancellation{}, `DeleteConfig.TaskIDFn is not set and element type cloudtasksio.numberedCancellation cannot give its "task-id" field: formats: field Key (cloudtasks:"task-id") of cloudtasksio.numberedCancellation: has Go type int, want string`},
 		{DeleteConfig{Queue: q, TaskIDFn: queueOfCancellation}, cancellation{}, "TaskIDFn"},
 		{DeleteConfig{QueueFn: keyOfCancellation, TaskIDFn: keyOfCancellation}, cancellation{}, "QueueFn"},
 		{DeleteConfig{Queue: q, OnFailure: 7}, "", "DeleteConfig.OnFailure"},
@@ -302,6 +375,16 @@ func TestDeleteConfigErrorsNameTheField(t *testing.T) {
 		_, s := beam.NewPipelineWithRoot()
 		Delete(s, DeleteConfig{}, beam.Create(s, "a"))
 	})
+}
+
+// urlOnly has metadata but no task-id field: Delete needs a TaskIDFn for it.
+type urlOnly struct {
+	URL string `cloudtasks:"url"`
+}
+
+// numberedCancellation has a task-id field Write would refuse: not a string.
+type numberedCancellation struct {
+	Key int `cloudtasks:"task-id"`
 }
 
 // slowDeleter answers every DeleteTask after 100ms, and records how many calls it served at

@@ -13,6 +13,7 @@ import (
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
+	"github.com/beam-cloudtasks/beam-cloudtasks/internal/bodyformat"
 )
 
 func init() {
@@ -28,8 +29,9 @@ type deleteFn struct {
 
 	createBase[*pendingDelete]
 	failureRouter
-	queueFn  reflectx.Func1x2 // nil: the fixed queue
-	taskIDFn reflectx.Func1x2 // nil: the element is the key
+	queueFn  reflectx.Func1x2   // nil: the fixed queue
+	taskIDFn reflectx.Func1x2   // nil: the task-id field or the element is the key
+	schema   *bodyformat.Schema // without a TaskIDFn, the element type with a task-id field
 }
 
 // pendingDelete is what the DoFn remembers about a delete while the engine owns it.
@@ -66,6 +68,8 @@ func (f *deleteFn) setupWorker() error {
 	}
 	if f.Spec.TaskIDFn != nil {
 		f.taskIDFn = reflectx.ToFunc1x2(f.Spec.TaskIDFn.Fn)
+	} else {
+		f.schema, _ = taskIDSchema(f.Spec.Elem.T) // checkOnWorker has accepted the type
 	}
 	f.setupElements(f.Spec.OnFailure, f.Spec.Elem)
 	return nil
@@ -114,11 +118,21 @@ func (f *deleteFn) finishBundle(ctx context.Context, emit func(beam.EventTime, d
 	return err
 }
 
-// key returns the key elem's task was named from: what the TaskIDFn returns, or the element
-// itself (compileDelete has checked that the elements are strings then). An empty key names no
-// task: it is the element's failure, as for Write.
+// key returns the key elem's task was named from: what the TaskIDFn returns, the element's
+// task-id field, or the element itself (compileDelete has checked that the elements are strings
+// then). An empty key names no task: it is the element's failure, as for Write.
 func (f *deleteFn) key(elem any) (string, error) {
-	if f.taskIDFn == nil {
+	switch {
+	case f.schema != nil:
+		md, err := f.schema.Metadata(elem)
+		if err != nil {
+			return "", err
+		}
+		if md.TaskID == "" {
+			return "", emptyTaskIDField(f.schema.Type())
+		}
+		return md.TaskID, nil
+	case f.taskIDFn == nil:
 		if key, _ := elem.(string); key != "" {
 			return key, nil
 		}

@@ -229,11 +229,17 @@ func (b *taskBuilder) key(elem any, md *bodyformat.Metadata, task *cloudtaskspb.
 		return key, true, nil
 	case md != nil && md.HasTaskID:
 		if md.TaskID == "" {
-			return "", false, &elementFailure{code: CodeTaskID, task: task, err: fmt.Errorf("the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, b.schema.Type())}
+			return "", false, &elementFailure{code: CodeTaskID, task: task, err: emptyTaskIDField(b.schema.Type())}
 		}
 		return md.TaskID, true, nil
 	}
 	return "", false, nil
+}
+
+// emptyTaskIDField is the failure of an element of type t whose task-id field is empty, for
+// Write and Delete alike.
+func emptyTaskIDField(t reflect.Type) error {
+	return fmt.Errorf("the %q field of %v is empty; every named task needs a non-empty key", bodyformat.KeyTaskID, t)
 }
 
 // cloudtasksTaggedField returns the name of the first field of t (a struct or a pointer to one)

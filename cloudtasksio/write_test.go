@@ -184,18 +184,8 @@ func TestDeleteRemovesTheTasksWriteNamedFromTheSameKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, srv.Tasks(testQueue.Path()), 10)
 
-	p, s := beam.NewPipelineWithRoot()
-	cancelled := beam.Create(s, order{ID: "1"}, order{ID: "3"}, order{ID: "3"}, order{ID: "nokey"}, order{ID: "42"})
-	deadLetters := cloudtasksio.Delete(s, cloudtasksio.DeleteConfig{Queue: testQueue, TaskIDFn: keyOfOrder,
-		OnFailure: cloudtasksio.DeadLetter, EmulatorEndpoint: srv.Addr, Writer: fastRetries}, cancelled)
-	passert.Equals(s, beam.ParDo(s, describeDeadLetter, deadLetters), "TASK_ID cloudtasks-delete projects/p/locations/l/queues/q <no task>")
-	counters, err := runPipeline(p)
-	require.NoError(t, err)
-
-	left := map[string]bool{}
-	for _, task := range srv.Tasks(testQueue.Path()) {
-		left[task.GetName()] = true
-	}
+	counters, left := runDelete(t, srv, cloudtasksio.DeleteConfig{TaskIDFn: keyOfOrder},
+		order{ID: "1"}, order{ID: "3"}, order{ID: "3"}, order{ID: "nokey"}, order{ID: "42"})
 	assert.Len(t, left, 8)
 	for _, id := range []string{"1", "3"} {
 		assert.False(t, left[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID("order-"+id)], "order %s's task is deleted", id)
@@ -204,6 +194,40 @@ func TestDeleteRemovesTheTasksWriteNamedFromTheSameKeys(t *testing.T) {
 	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsDeleted])
 	assert.Equal(t, int64(2), counters[cloudtasksio.MetricTasksAlreadyGone], "order 3 again, and order 42 that was never written")
 	assert.Equal(t, int64(1), counters[cloudtasksio.MetricRecordsSendErrors])
+}
+
+func TestDeleteOfWritesElementsReadsTheirTaskIDField(t *testing.T) {
+	srv := newServer(t)
+	written := keyedOrders(5)
+	_, err := run(t, httpConfig(srv), written)
+	require.NoError(t, err)
+	require.Len(t, srv.Tasks(testQueue.Path()), 5)
+
+	counters, left := runDelete(t, srv, cloudtasksio.DeleteConfig{}, written[1], written[3], keyedOrder{ID: "no key"})
+	assert.Len(t, left, 3)
+	for _, key := range []string{"order-1", "order-3"} {
+		assert.False(t, left[testQueue.Path()+"/tasks/"+cloudtasksio.TaskID(key)], "the task of %s is deleted", key)
+	}
+	assert.Equal(t, int64(2), counters[cloudtasksio.MetricRecordsDeleted])
+	assert.Equal(t, int64(1), counters[cloudtasksio.MetricRecordsSendErrors])
+}
+
+// runDelete deletes elems from the test queue on prism with cfg, under DeadLetter, checks that
+// the one element without a key is its only dead letter (TASK_ID), and returns the pipeline's
+// counters and the names of the tasks left in the queue.
+func runDelete(t *testing.T, srv *cloudtaskstest.Server, cfg cloudtasksio.DeleteConfig, elems ...any) (counters map[string]int64, left map[string]bool) {
+	t.Helper()
+	cfg.Queue, cfg.OnFailure, cfg.EmulatorEndpoint, cfg.Writer = testQueue, cloudtasksio.DeadLetter, srv.Addr, fastRetries
+	p, s := beam.NewPipelineWithRoot()
+	deadLetters := cloudtasksio.Delete(s, cfg, beam.Create(s, elems...))
+	passert.Equals(s, beam.ParDo(s, describeDeadLetter, deadLetters), "TASK_ID cloudtasks-delete projects/p/locations/l/queues/q <no task>")
+	counters, err := runPipeline(p)
+	require.NoError(t, err)
+	left = map[string]bool{}
+	for _, task := range srv.Tasks(testQueue.Path()) {
+		left[task.GetName()] = true
+	}
+	return counters, left
 }
 
 func TestDeleteInAMissingQueueFailsThePipeline(t *testing.T) {
