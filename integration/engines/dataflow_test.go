@@ -19,7 +19,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"go/build"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +94,9 @@ func dryRunCases(t *testing.T) []dryRunCase {
 		{Binary: "exactlyonce", Args: []string{"--verbose"}, Composites: []string{"cloudtasksio.Write"}, Reshuffle: "cloudtasksio.Write"},
 		// replay translates its dead-letter pipeline, then the replay, printed last and checked.
 		{Binary: "replay", Args: []string{"--verbose"}, Composites: []string{"replay", "cloudtasksio.Write"}},
+		// reschedule translates its reminder pipeline, then the change pipeline, printed last and
+		// checked: a Delete of the replaced reminders beside a Write of the new ones.
+		{Binary: "reschedule", Args: []string{"--verbose"}, Composites: []string{"cloudtasksio.Delete", "cloudtasksio.Write"}},
 	}
 	kafka := dryRunCase{Binary: "kafka-to-cloudtasks", Composites: []string{"cloudtasksio.Write"}, External: "KafkaIO.Read"}
 	if addr := os.Getenv(expansionAddrEnv); addr != "" {
@@ -120,6 +125,38 @@ func TestDataflowDryRunTranslatesEveryExample(t *testing.T) {
 		})
 	}
 }
+
+// TestEveryExampleHasADryRunCase fails when a program under examples/ (a folder whose package
+// is main) has no case in dryRunCases: every example must translate for Dataflow.
+func TestEveryExampleHasADryRunCase(t *testing.T) {
+	listed := map[string]bool{}
+	for _, c := range dryRunCases(t) {
+		listed[c.Binary] = true
+	}
+	dirs, err := os.ReadDir(examplesDir)
+	require.NoError(t, err)
+	var programs int
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		pkg, err := build.ImportDir(filepath.Join(examplesDir, d.Name()), 0)
+		var noGo *build.NoGoError
+		if errors.As(err, &noGo) {
+			continue // not Go (examples/xlang)
+		}
+		require.NoError(t, err)
+		if pkg.Name != "main" {
+			continue
+		}
+		programs++
+		assert.True(t, listed[d.Name()], "examples/%s has no case in dryRunCases: add one, so that its pipeline is translated for Dataflow", d.Name())
+	}
+	assert.Equal(t, len(listed), programs, "every case of dryRunCases is a program under examples/")
+}
+
+// examplesDir is the examples folder, from this package's.
+const examplesDir = "../../examples"
 
 // dryRunOutput is what a dry run printed.
 type dryRunOutput struct {

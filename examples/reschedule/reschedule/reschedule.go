@@ -10,6 +10,7 @@ package reschedule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -166,9 +167,20 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		return out, nil
 	}
 
+	changes := func() (beam.PipelineResult, error) {
+		p, s := beam.NewPipelineWithRoot()
+		BuildChanges(s, env.CloudTasks.Endpoint, beam.CreateList(s, opts.Changes))
+		return env.Runner(ctx, p)
+	}
+
 	p, s := beam.NewPipelineWithRoot()
 	cloudtasksio.Write(s, writeConfig(env.CloudTasks.Endpoint), beam.CreateList(s, opts.Reminders))
-	if _, err := env.Runner(ctx, p); err != nil {
+	if _, err := env.Runner(ctx, p); errors.Is(err, exampleenv.ErrDryRun) {
+		// The runner translated the reminder pipeline without running it: translate the
+		// change pipeline too (the one this example is about, printed last), and stop there.
+		_, err = changes()
+		return nil, err
+	} else if err != nil {
 		return nil, fmt.Errorf("running the reminder pipeline: %w", err)
 	}
 	res := &Result{}
@@ -176,9 +188,7 @@ func Run(ctx context.Context, env exampleenv.Env, opts Options) (*Result, error)
 		return nil, err
 	}
 
-	p, s = beam.NewPipelineWithRoot()
-	BuildChanges(s, env.CloudTasks.Endpoint, beam.CreateList(s, opts.Changes))
-	pr, err := env.Runner(ctx, p)
+	pr, err := changes()
 	if err != nil {
 		return nil, fmt.Errorf("running the change pipeline: %w", err)
 	}
