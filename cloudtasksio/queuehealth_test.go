@@ -513,3 +513,38 @@ func TestTheExactlyOnceCreateStepReadsItsQueuesAgain(t *testing.T) {
 	assert.Equal(t, time.Minute, f.health.interval)
 	assert.IsType(t, preflightHealthReader{}, f.preflight.reader)
 }
+
+// A DoFn set up as on a worker, with nothing wired by a test, starts the preflight's first read
+// of a queue on a goroutine of its own (PreflightWarn does not wait), and that read goes
+// through the queue health while the bundle goes on to the health's check: the two must not
+// race on the watch. Run with -race.
+func TestThePreflightsReadThroughQueueHealthDoesNotRaceTheBundle(t *testing.T) {
+	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+	t.Cleanup(func() { srv.Close() })
+	spec := clientSpec{EmulatorEndpoint: srv.Addr}
+	v2, err := sharedClient(t.Context(), spec)
+	require.NoError(t, err)
+	_, err = v2.CreateQueue(t.Context(), &cloudtaskspb.CreateQueueRequest{Parent: "projects/p/locations/l",
+		Queue: &cloudtaskspb.Queue{Name: healthQueueA}})
+	require.NoError(t, err)
+	w, err := WriterOptions{QueueHealthInterval: time.Minute}.resolve()
+	require.NoError(t, err)
+
+	var b createBase[*pendingTask]
+	b.setup(&sinkSpec{Writer: w, Client: spec})
+	b.preflight.startBundle()
+	b.health.startBundle()
+	req := httpCreateIn(healthQueueA, 0)
+	require.NoError(t, b.preflight.check(t.Context(), req))
+	require.NoError(t, b.health.check(t.Context(), req))
+	for _, r := range b.preflight.pending {
+		_, err := r.result(t.Context())
+		require.NoError(t, err)
+	}
+
+	h := b.health.entry(healthQueueA)
+	g, reads, failures := h.report()
+	assert.Equal(t, int64(1), reads, "the preflight's read is the queue's first health read")
+	assert.Zero(t, failures)
+	assert.Equal(t, int64(cloudtaskspb.Queue_RUNNING), g.state)
+}

@@ -19,9 +19,11 @@ type queueHealthWatch struct {
 	interval time.Duration
 	mode     QueuePreflight
 	client   clientSpec
-	perQueue bool                                    // per-queue gauges (PerDestinationMetrics)
-	reader   queueHealthReader                       // nil: the shared clients of client
-	cache    *gcpconn.Cache[healthKey, *queueHealth] // nil: the process's queueHealths
+	perQueue bool // per-queue gauges (PerDestinationMetrics)
+	// reader and cache are set when the watch is made, never on first use: the preflight's
+	// read goes through the watch on a goroutine of its own while the bundle uses it too.
+	reader queueHealthReader                       // the shared clients of client, unless a test set its own
+	cache  *gcpconn.Cache[healthKey, *queueHealth] // the process's queueHealths, unless a test set its own
 
 	// seen holds the queues this bundle wrote to, by kind of task, each checked once a bundle.
 	seen map[doneKey]*queueHealth
@@ -33,7 +35,8 @@ func newQueueHealthWatch(w WriterOptions, client clientSpec) *queueHealthWatch {
 	if w.QueueHealthInterval <= 0 {
 		return nil
 	}
-	return &queueHealthWatch{interval: w.QueueHealthInterval, mode: w.QueuePreflight, client: client, perQueue: w.PerDestinationMetrics}
+	return &queueHealthWatch{interval: w.QueueHealthInterval, mode: w.QueuePreflight, client: client, perQueue: w.PerDestinationMetrics,
+		reader: apiHealthReader{spec: client}, cache: &queueHealths}
 }
 
 // preflightReader (nil-safe) returns the reader the queue preflight reads through, so that its
@@ -53,21 +56,11 @@ func (r preflightHealthReader) readQueue(ctx context.Context, queue string) (*cl
 	h.mu.Lock()
 	h.started = time.Now()
 	h.mu.Unlock()
-	return h.read(ctx, r.w.readerOf(), queue, true)
-}
-
-func (w *queueHealthWatch) readerOf() queueHealthReader {
-	if w.reader == nil {
-		w.reader = apiHealthReader{spec: w.client}
-	}
-	return w.reader
+	return h.read(ctx, r.w.reader, queue, true)
 }
 
 // entry returns the process's health of queue.
 func (w *queueHealthWatch) entry(queue string) *queueHealth {
-	if w.cache == nil {
-		w.cache = &queueHealths
-	}
 	h, _ := w.cache.Get(context.Background(), healthKey{client: w.client, queue: queue}, newQueueHealth) // never fails
 	return h
 }
@@ -101,7 +94,7 @@ func (w *queueHealthWatch) check(ctx context.Context, req *cloudtaskspb.CreateTa
 		w.seen = map[doneKey]*queueHealth{}
 	}
 	w.seen[dk] = h
-	h.startDue(w.readerOf(), dk.queue, w.interval, w.mode != PreflightOff)
+	h.startDue(w.reader, dk.queue, w.interval, w.mode != PreflightOff)
 	switch w.mode {
 	case PreflightFail:
 		h.mu.Lock()
