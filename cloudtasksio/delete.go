@@ -38,8 +38,8 @@ type DeleteConfig struct {
 
 	// Writer tunes concurrency and retries as for Write; zero fields take their defaults. Its
 	// in-flight bound, connection pool, retry budgets, attempt timeout, adaptive concurrency
-	// and per-destination metrics apply to deletes. QueuePreflight does not (a delete does
-	// not depend on how the queue dispatches) and must be left zero.
+	// and per-destination metrics apply to deletes. QueuePreflight and QueueHealthInterval
+	// do not (a delete does not depend on how the queue dispatches) and must be left zero.
 	Writer WriterOptions
 	// OnFailure decides what happens to an element whose key cannot be read or whose delete
 	// Cloud Tasks rejects as invalid. The default fails the bundle.
@@ -190,6 +190,9 @@ func (c DeleteConfig) validate() error {
 	}
 	if c.Writer.QueuePreflight != PreflightWarn {
 		return fmt.Errorf("WriterOptions.QueuePreflight is %v; it does not apply to Delete, which reads no queue before deleting: leave it zero", c.Writer.QueuePreflight)
+	}
+	if c.Writer.QueueHealthInterval != 0 {
+		return fmt.Errorf("WriterOptions.QueueHealthInterval is %v; it does not apply to Delete, which reads no queue: leave it zero", c.Writer.QueueHealthInterval)
 	}
 	if c.OnFailure < FailBundle || c.OnFailure > DeadLetter {
 		return fmt.Errorf("DeleteConfig.OnFailure %v is not FailBundle, LogAndDrop or DeadLetter", c.OnFailure)

@@ -362,6 +362,7 @@ func TestDeleteConfigErrorsNameTheField(t *testing.T) {
 		{DeleteConfig{Queue: q, OnFailure: 7}, "", "DeleteConfig.OnFailure"},
 		{DeleteConfig{Queue: q, Writer: WriterOptions{RecoveryMaxAttempts: -1}}, "", "WriterOptions.RecoveryMaxAttempts"},
 		{DeleteConfig{Queue: q, Writer: WriterOptions{QueuePreflight: PreflightFail}}, "", "WriterOptions.QueuePreflight"},
+		{DeleteConfig{Queue: q, Writer: WriterOptions{QueueHealthInterval: time.Minute}}, "", "WriterOptions.QueueHealthInterval"},
 		{DeleteConfig{Queue: q, EmulatorEndpoint: "127.0.0.1:1", ServiceAccountKeyFile: "key.json"}, "", "DeleteConfig."},
 	} {
 		_, s := beam.NewPipelineWithRoot()
