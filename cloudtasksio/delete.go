@@ -42,7 +42,9 @@ type DeleteConfig struct {
 	// do not (a delete does not depend on how the queue dispatches) and must be left zero.
 	Writer WriterOptions
 	// OnFailure decides what happens to an element whose key cannot be read or whose delete
-	// Cloud Tasks rejects as invalid. The default fails the bundle.
+	// Cloud Tasks rejects as invalid. The default fails the bundle. A failure of the queue
+	// itself (NOT_FOUND about it, PERMISSION_DENIED, FAILED_PRECONDITION) fails the bundle
+	// whatever the policy: DeleteConfig has no OnDestinationFailure.
 	OnFailure FailurePolicy
 
 	// EmulatorEndpoint, ServiceAccountKeyFile and Client select the Cloud Tasks client as
