@@ -70,7 +70,7 @@ func (a AdaptiveConcurrency) on() bool { return a != AdaptiveConcurrencyOff }
 // adaptiveFor returns the process-wide adaptive concurrency state that a create DoFn of spec
 // shares with every other one using the same client setting, or nil when it is off.
 func adaptiveFor(spec *sinkSpec) *engine.Adaptive {
-	return adaptiveState(spec.Writer, spec.Client, false)
+	return adaptiveState(spec.Writer, spec.client, false)
 }
 
 // adaptiveState returns the process-wide adaptive concurrency state of the creates (deletes

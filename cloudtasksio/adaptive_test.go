@@ -83,7 +83,7 @@ func TestAdaptiveConcurrencyStateIsPerClientSetting(t *testing.T) {
 	a := eoSpec(t, "q", eoOrder{}, staged)
 	b := eoSpec(t, "q", eoOrder{}, staged)
 	assert.Same(t, adaptiveFor(a), adaptiveFor(b), "the same client setting shares")
-	b.Client.EmulatorEndpoint = "127.0.0.1:2"
+	b.client.EmulatorEndpoint = "127.0.0.1:2"
 	assert.NotSame(t, adaptiveFor(a), adaptiveFor(b), "another endpoint does not")
 	b.Writer.AdaptiveConcurrency = AdaptiveConcurrencyOff
 	assert.Nil(t, adaptiveFor(b))

@@ -53,7 +53,7 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 		f.adaptive = limits
 		instances[i] = f
 	}
-	client, err := sharedClient(t.Context(), spec.Client)
+	client, err := sharedClient(t.Context(), spec.client)
 	require.NoError(t, err)
 
 	ctx, counters := metricsContext()
@@ -68,7 +68,7 @@ func TestPerQueueStateDroppedDuringBundlesIsRebuiltAndTheClientStaysOpen(t *test
 			assert.LessOrEqual(t, limits.Len(), 3)
 		}
 	}
-	again, err := sharedClient(t.Context(), spec.Client)
+	again, err := sharedClient(t.Context(), spec.client)
 	require.NoError(t, err)
 	assert.Same(t, client, again, "the client is never dropped or replaced")
 	total := 0
@@ -153,7 +153,7 @@ func TestPerQueueCachesAreBoundedAndClientCachesAreNot(t *testing.T) {
 	a := newAdaptive()
 	assert.Equal(t, queueStateIdleTTL, a.IdleTTL, "the per-queue limits of an adaptive state")
 	assert.Equal(t, maxQueueStates, a.MaxQueues, "the per-queue limits of an adaptive state")
-	on := &sinkSpec{Client: clientSpec{EmulatorEndpoint: "bounds.test:1"}, Writer: WriterOptions{AdaptiveConcurrency: AdaptiveConcurrencyOn}}
+	on := &sinkSpec{client: clientSpec{EmulatorEndpoint: "bounds.test:1"}, Config: Config{Writer: WriterOptions{AdaptiveConcurrency: AdaptiveConcurrencyOn}}}
 	assert.Equal(t, maxQueueStates, adaptiveFor(on).MaxQueues, "the states the create DoFns use are built by newAdaptive")
 
 	for name, c := range map[string][2]int64{

@@ -80,6 +80,14 @@ func (c Config) checkCredentials() error {
 	return errFields(fields, func(n namer) string { return check(n).Error() })
 }
 
+// clientSpec returns the client selection of c's client fields, which validate has accepted:
+// what a worker derives from the user's settings.
+func (c Config) clientSpec() clientSpec {
+	settings, _ := c.clientSettings()
+	return clientSpec{EmulatorEndpoint: c.EmulatorEndpoint, ServiceAccountKeyFile: c.ServiceAccountKeyFile,
+		ChannelPoolSize: c.Writer.ChannelPoolSize, Settings: settings}
+}
+
 // clientSettings checks c.Client against the emulator endpoint and returns the form the client
 // cache keys on. A refusal is a field error naming the setting at fault.
 func (c Config) clientSettings() (gcpconn.ClientSettings, error) {

@@ -34,9 +34,9 @@ type createBase[T any] struct {
 // setup creates the metrics, the preflight and the adaptive limits of spec, which the DoFn has
 // checked (sinkSpec.checkOnWorker): its writer options are resolved.
 func (b *createBase[T]) setup(spec *sinkSpec) {
-	b.setupWith(spec.Writer, spec.Client, false)
-	b.preflight = newQueuePreflighter(spec.Writer.QueuePreflight, spec.Client)
-	b.health = newQueueHealthWatch(spec.Writer, spec.Client)
+	b.setupWith(spec.Writer, spec.client, false)
+	b.preflight = newQueuePreflighter(spec.Writer.QueuePreflight, spec.client)
+	b.health = newQueueHealthWatch(spec.Writer, spec.client)
 	b.preflight.reader = b.health.preflightReader() // nil: the preflight's own v2 read
 }
 

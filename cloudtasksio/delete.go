@@ -121,9 +121,16 @@ type deleteSpec struct {
 	TaskIDFn  *beam.EncodedFunc `json:",omitempty"`
 	Writer    WriterOptions
 	OnFailure FailurePolicy
-	Client    clientSpec
+	// The client settings as the user gave them: the worker derives its client from them.
+	EmulatorEndpoint      string `json:",omitempty"`
+	ServiceAccountKeyFile string `json:",omitempty"`
+	Client                ClientOptions
 	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
 	Elem *beam.EncodedType `json:",omitempty"`
+
+	// client selects the worker's Cloud Tasks client, derived from the settings above by
+	// compileDelete and checkOnWorker; it is not shipped.
+	client clientSpec
 }
 
 // compileDelete checks cfg against the element type and returns its serializable form. Its
@@ -132,7 +139,8 @@ func compileDelete(cfg DeleteConfig, elem reflect.Type) (*deleteSpec, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	spec := &deleteSpec{Queue: cfg.Queue, OnFailure: cfg.OnFailure, Elem: &beam.EncodedType{T: elem}}
+	spec := &deleteSpec{Queue: cfg.Queue, OnFailure: cfg.OnFailure, EmulatorEndpoint: cfg.EmulatorEndpoint,
+		ServiceAccountKeyFile: cfg.ServiceAccountKeyFile, Client: cfg.Client, Elem: &beam.EncodedType{T: elem}}
 	var err error
 	if cfg.QueueFn != nil {
 		if spec.QueueFn, err = encodeUserFunc("QueueFn", cfg.QueueFn, elem, queueType); err != nil {
@@ -148,9 +156,7 @@ func compileDelete(cfg DeleteConfig, elem reflect.Type) (*deleteSpec, error) {
 	}
 	// validate has accepted these; resolving them cannot fail.
 	spec.Writer, _ = cfg.Writer.resolve()
-	settings, _ := cfg.config().clientSettings()
-	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
-		ChannelPoolSize: spec.Writer.ChannelPoolSize, Settings: settings}
+	spec.client = cfg.config().clientSpec()
 	return spec, nil
 }
 
@@ -255,8 +261,8 @@ func (s *deleteSpec) checkOnWorker() error {
 			return fmt.Errorf("the delete spec has DeleteConfig.%s without its function", f.field)
 		}
 	}
-	c := DeleteConfig{Queue: s.Queue, Writer: s.Writer, OnFailure: s.OnFailure, EmulatorEndpoint: s.Client.EmulatorEndpoint,
-		ServiceAccountKeyFile: s.Client.ServiceAccountKeyFile, Client: s.config().Client}
+	c := DeleteConfig{Queue: s.Queue, Writer: s.Writer, OnFailure: s.OnFailure, EmulatorEndpoint: s.EmulatorEndpoint,
+		ServiceAccountKeyFile: s.ServiceAccountKeyFile, Client: s.Client}
 	if s.QueueFn != nil {
 		c.QueueFn = s.QueueFn
 	}
@@ -271,13 +277,12 @@ func (s *deleteSpec) checkOnWorker() error {
 			return err
 		}
 	}
+	// validate has accepted them. Written only when they differ, as sinkSpec.resolve does.
 	if w, _ := s.Writer.resolve(); w != s.Writer {
 		s.Writer = w
 	}
+	if client := c.config().clientSpec(); client != s.client {
+		s.client = client
+	}
 	return nil
-}
-
-// config returns the client settings of s as ClientOptions, as sinkSpec.config does.
-func (s *deleteSpec) config() Config {
-	return (&sinkSpec{Client: s.Client}).config()
 }

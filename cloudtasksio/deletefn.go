@@ -62,7 +62,7 @@ func (f *deleteFn) setupWorker() error {
 	if err := f.Spec.checkOnWorker(); err != nil {
 		return err
 	}
-	f.setupWith(f.Spec.Writer, f.Spec.Client, true)
+	f.setupWith(f.Spec.Writer, f.Spec.client, true)
 	if f.Spec.QueueFn != nil {
 		f.queueFn = reflectx.ToFunc1x2(f.Spec.QueueFn.Fn)
 	}
@@ -76,7 +76,7 @@ func (f *deleteFn) setupWorker() error {
 }
 
 func (f *deleteFn) startBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
-	client, err := sharedClient(ctx, f.Spec.Client)
+	client, err := sharedClient(ctx, f.Spec.client)
 	if err != nil {
 		return err
 	}

@@ -167,7 +167,7 @@ func (f *writeFn) DestinationFailed(ctx context.Context, r *engine.Request[*pend
 		return err
 	}
 	p := r.Tag
-	known := destinationFailure{key: destinationKey{client: f.Spec.Client, queue: p.queue}, code: code, text: err.Error(), at: time.Now()}
+	known := destinationFailure{key: destinationKey{client: f.Spec.client, queue: p.queue}, code: code, text: err.Error(), at: time.Now()}
 	if f.destinationsOf().remember(known) && f.isolated.add() {
 		warnf(ctx, "queue %s failed with %s: under Config.OnDestinationFailure DestinationIsolate its elements go to the failure policy (%v), "+
 			"and this worker process sends it nothing for %v; numRecordsSendErrors and %s count them", p.queue, code, f.Spec.OnFailure,
@@ -184,7 +184,7 @@ func (f *writeFn) failFast(ctx context.Context, et beam.EventTime, elem any, req
 		return false, nil
 	}
 	now := time.Now()
-	known, ok := f.destinationsOf().lookup(destinationKey{client: f.Spec.Client, queue: req.GetParent()}, now)
+	known, ok := f.destinationsOf().lookup(destinationKey{client: f.Spec.client, queue: req.GetParent()}, now)
 	if !ok {
 		return false, nil
 	}

@@ -229,7 +229,7 @@ func (f *stagedCreateFn) setupWorker() error {
 
 func (f *stagedCreateFn) startBundle(ctx context.Context) error {
 	if f.creator == nil {
-		client, err := sharedClient(ctx, f.Spec.Client)
+		client, err := sharedClient(ctx, f.Spec.client)
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func (f *stagedCreateFn) processElement(ctx context.Context, env envelope, tag *
 		return f.failBundle(ctx, err)
 	}
 	if f.Spec.Staged.VerifyQueueRetention {
-		if err := verifyRetention(ctx, betaQueueReader{spec: f.Spec.Client}, f.Spec.Client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
+		if err := verifyRetention(ctx, betaQueueReader{spec: f.Spec.client}, f.Spec.client, env.Queue, f.Spec.Staged.NameRetention); err != nil {
 			return f.failBundle(ctx, err)
 		}
 	}

@@ -412,7 +412,8 @@ func newStagedServer(t *testing.T, q string) *cloudtaskstest.Server {
 
 func stagedSpecFor(t *testing.T, srv *cloudtaskstest.Server, q string, elem any) *sinkSpec {
 	spec := eoSpec(t, q, elem, DefaultStagedOptions())
-	spec.Client = clientSpec{EmulatorEndpoint: srv.Addr}
+	spec.EmulatorEndpoint = srv.Addr
+	spec.resolve()
 	spec.Writer.RecoveryInitialBackoff, spec.Writer.RecoveryMaxBackoff = time.Millisecond, 5*time.Millisecond
 	return spec
 }

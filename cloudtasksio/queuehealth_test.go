@@ -531,7 +531,7 @@ func TestThePreflightsReadThroughQueueHealthDoesNotRaceTheBundle(t *testing.T) {
 	require.NoError(t, err)
 
 	var b createBase[*pendingTask]
-	b.setup(&sinkSpec{Writer: w, Client: spec})
+	b.setup(&sinkSpec{Config: Config{Writer: w}, client: spec})
 	b.preflight.startBundle()
 	b.health.startBundle()
 	req := httpCreateIn(healthQueueA, 0)

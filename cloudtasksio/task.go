@@ -47,7 +47,7 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 		b.serialize = reflectx.ToFunc1x2(spec.Serializer.Fn)
 		return b, nil
 	}
-	b.target = Config{HTTP: spec.HTTP, AppEngine: spec.AppEngine}.target()
+	b.target = spec.target()
 	if b.target == nil {
 		return nil, errors.New("no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
 	}

@@ -13,18 +13,7 @@ import (
 // uncheckedSpec is the spec compile would make of cfg, without its checks: what a worker
 // decodes from a pipeline whose spec was changed after TryWrite checked it.
 func uncheckedSpec(cfg Config) *sinkSpec {
-	settings, _ := cfg.clientSettings()
-	var staged StagedOptions
-	switch {
-	case cfg.Staged != nil:
-		staged = *cfg.Staged
-	case cfg.Delivery == ExactlyOnce:
-		staged = DefaultStagedOptions()
-	}
-	return &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, Staged: staged,
-		Writer: cfg.Writer, OnFailure: cfg.OnFailure, Elem: &beam.EncodedType{T: typeOf(eoOrder{})},
-		Client: clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
-			ChannelPoolSize: cfg.Writer.ChannelPoolSize, Settings: settings}}
+	return &sinkSpec{Config: cfg, Elem: &beam.EncodedType{T: typeOf(eoOrder{})}}
 }
 
 // workerConfig is a valid sink of the given delivery mode.
@@ -120,7 +109,8 @@ func TestEveryDoFnRefusesASpecOfTheOtherModeOrWithoutItsParts(t *testing.T) {
 	}
 
 	staged := uncheckedSpec(workerConfig(AtLeastOnce))
-	staged.Staged = DefaultStagedOptions()
+	defaults := DefaultStagedOptions()
+	staged.Staged = &defaults
 	err := (&writeFn{Spec: staged}).Setup()
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Config.Staged is set but Config.Delivery is not ExactlyOnce")

@@ -7,6 +7,7 @@ import (
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
+	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/runtime/graphx/schema"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/typex"
 )
 
@@ -66,23 +67,30 @@ func tryWrite(s beam.Scope, cfg Config, col beam.PCollection, created bool) (Wri
 	return writeResult(out, created), nil
 }
 
-// sinkSpec is the serializable form of a checked Config, shipped to workers inside the DoFn.
+// sinkSpec is the serializable form of a checked Config, shipped to workers inside the DoFn as
+// JSON. It is the Config itself, so a field added to Config reaches the worker without an edit
+// here: only the user functions change form, since a func cannot travel as JSON. sinkSpec's own
+// QueueFn, Serializer and TaskIDFn hide the Config's from Go and from JSON; the Config's are nil.
+// TestSpecCarriesEveryConfigField sets every Config field and checks that config gives it back.
 type sinkSpec struct {
-	Queue      Queue
+	Config
 	QueueFn    *beam.EncodedFunc `json:",omitempty"`
-	HTTP       *HTTPTarget       `json:",omitempty"`
-	AppEngine  *AppEngineTarget  `json:",omitempty"`
 	Serializer *beam.EncodedFunc `json:",omitempty"`
 	TaskIDFn   *beam.EncodedFunc `json:",omitempty"`
-	Delivery   DeliveryGuarantee
-	Staged     StagedOptions
-	Writer     WriterOptions
-	OnFailure  FailurePolicy
-	// OnDestinationFailure is left out of the JSON when it is the default.
-	OnDestinationFailure DestinationFailurePolicy `json:",omitempty"`
-	Client               clientSpec
 	// Elem is the input element type, whose Beam coder encodes a dead letter's Element.
 	Elem *beam.EncodedType `json:",omitempty"`
+
+	// client selects the worker's Cloud Tasks client. resolve derives it from the Config's
+	// client settings; it is not shipped, so a worker derives it from what the user set.
+	client clientSpec
+}
+
+func init() {
+	// Beam's schema registry walks the field types of every registered DoFn at beam.Init and
+	// refuses the `any` fields of the Config inside a sinkSpec. A spec never becomes a schema
+	// row (Beam ships a DoFn as JSON), so declaring it a logical type stored as bytes stops
+	// the walk there.
+	schema.RegisterLogicalType(schema.ToLogicalType("beam-cloudtasks:sink-spec", reflect.TypeFor[sinkSpec](), reflect.TypeFor[[]byte]()))
 }
 
 // compile checks cfg and returns its serializable form: first every rule that needs no
@@ -96,8 +104,8 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 	if err := cfg.checkDestinationPolicy(); err != nil {
 		return nil, err
 	}
-	spec := &sinkSpec{Queue: cfg.Queue, HTTP: cfg.HTTP, AppEngine: cfg.AppEngine, Delivery: cfg.Delivery, OnFailure: cfg.OnFailure,
-		OnDestinationFailure: cfg.OnDestinationFailure, Elem: &beam.EncodedType{T: elem}}
+	spec := &sinkSpec{Config: cfg, Elem: &beam.EncodedType{T: elem}}
+	spec.Config.QueueFn, spec.Config.Serializer, spec.Config.TaskIDFn = nil, nil, nil
 	var err error
 	for _, f := range []struct {
 		field string
@@ -116,12 +124,7 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 			return nil, err
 		}
 	}
-	// validate has accepted these; resolving them cannot fail.
-	spec.Writer, _ = cfg.Writer.resolve()
-	spec.Staged, _ = cfg.staged()
-	settings, _ := cfg.clientSettings()
-	spec.Client = clientSpec{EmulatorEndpoint: cfg.EmulatorEndpoint, ServiceAccountKeyFile: cfg.ServiceAccountKeyFile,
-		ChannelPoolSize: spec.Writer.ChannelPoolSize, Settings: settings}
+	spec.resolve()
 
 	// Building the task builder once here runs every target and format check on the driver.
 	if _, err := newTaskBuilder(spec, elem); err != nil {
@@ -135,8 +138,8 @@ func compile(cfg Config, elem reflect.Type) (*sinkSpec, error) {
 // worker decodes is not necessarily the one TryWrite checked: it travels as JSON inside the
 // pipeline, which a template, another tool or a corrupt graph may have changed. The check
 // applies the rules TryWrite applied (Config.validate, so a rule fails with the same error on
-// the worker as at construction), refuses a spec of the other delivery mode, and resolves the
-// writer options to the values the engine needs. The element-type rules run again on the
+// the worker as at construction), refuses a spec of the other delivery mode, and resolves what
+// the DoFns read (resolve). The element-type rules run again on the
 // worker when the first element of a type arrives (elementBuilders). Errors carry no package
 // prefix; the DoFn method that returns them adds it.
 func (s *sinkSpec) checkOnWorker(step DeliveryGuarantee) error {
@@ -157,26 +160,32 @@ func (s *sinkSpec) checkOnWorker(step DeliveryGuarantee) error {
 	if s.Delivery != step {
 		return fmt.Errorf("the sink spec says Config.Delivery %v, but this DoFn is a step of %v delivery", s.Delivery, step)
 	}
-	// validate has accepted them. A spec from compile holds them resolved already, and is not
-	// written to: DoFns that share one spec (an in-process runner) may set up at once.
-	if w, _ := s.Writer.resolve(); w != s.Writer {
-		s.Writer = w
-	}
+	s.resolve()
 	return nil
 }
 
-// config returns a Config that compile turns into s, as far as Config.validate reads it: the
-// user functions are there or not, and the client settings are ClientOptions again.
-func (s *sinkSpec) config() Config {
-	settings := s.Client.Settings
-	c := Config{Queue: s.Queue, HTTP: s.HTTP, AppEngine: s.AppEngine, Delivery: s.Delivery, Writer: s.Writer, OnFailure: s.OnFailure,
-		OnDestinationFailure: s.OnDestinationFailure, EmulatorEndpoint: s.Client.EmulatorEndpoint, ServiceAccountKeyFile: s.Client.ServiceAccountKeyFile,
-		Client: ClientOptions{Endpoint: settings.Endpoint, QuotaProject: settings.QuotaProject,
-			ImpersonateServiceAccount: settings.ImpersonateServiceAccount, ImpersonateDelegates: settings.Delegates(),
-			UniverseDomain: settings.UniverseDomain, Telemetry: TelemetryOn}}
-	if settings.DisableTelemetry {
-		c.Client.Telemetry = TelemetryOff
+// resolve sets what the DoFns read of s in the form they need: the writer options with their
+// defaults, the staged options under exactly-once (the defaults for a nil Staged) and the
+// client selection. validate must have accepted s.config(). It writes only what differs: DoFns
+// that share one spec from compile (an in-process runner) may set up at once.
+func (s *sinkSpec) resolve() {
+	if w, _ := s.Writer.resolve(); w != s.Writer {
+		s.Writer = w
 	}
+	if s.Delivery == ExactlyOnce {
+		if staged, _ := s.staged(); s.Staged == nil || *s.Staged != staged {
+			s.Staged = &staged
+		}
+	}
+	if client := s.clientSpec(); client != s.client {
+		s.client = client
+	}
+}
+
+// config returns the Config that compile turned into s, but for the defaults resolve filled
+// in: the user functions are their encoded forms.
+func (s *sinkSpec) config() Config {
+	c := s.Config
 	// A nil *beam.EncodedFunc must stay a nil any: validate tells the functions set by != nil.
 	if s.QueueFn != nil {
 		c.QueueFn = s.QueueFn
@@ -186,10 +195,6 @@ func (s *sinkSpec) config() Config {
 	}
 	if s.TaskIDFn != nil {
 		c.TaskIDFn = s.TaskIDFn
-	}
-	if s.Delivery == ExactlyOnce || s.Staged != (StagedOptions{}) {
-		staged := s.Staged
-		c.Staged = &staged
 	}
 	return c
 }

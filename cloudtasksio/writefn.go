@@ -78,7 +78,7 @@ func (f *writeFn) setupWorker() error {
 }
 
 func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
-	client, err := sharedClient(ctx, f.Spec.Client)
+	client, err := sharedClient(ctx, f.Spec.client)
 	if err != nil {
 		return err
 	}

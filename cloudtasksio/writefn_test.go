@@ -22,7 +22,7 @@ import (
 
 func TestLogAndDropWritesAWarningWithoutThePayload(t *testing.T) {
 	logs := captureLogs(t)
-	f := &writeFn{Spec: &sinkSpec{OnFailure: LogAndDrop}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
+	f := &writeFn{Spec: &sinkSpec{Config: Config{OnFailure: LogAndDrop}}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
 	task := &cloudtaskspb.Task{MessageType: &cloudtaskspb.Task_HttpRequest{HttpRequest: &cloudtaskspb.HttpRequest{
 		Url: "https://example.com/", Body: []byte("secret-body"), Headers: map[string]string{"Authorization": "secret-header"}}}}
 	for i := 0; i < 3; i++ {
@@ -46,7 +46,7 @@ func TestDeadLetterCarriesTheEventTimeAndBoundedError(t *testing.T) {
 		fe deadletter.FailedElement
 	}
 	var out []emitted
-	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
+	f := &writeFn{Spec: &sinkSpec{Config: Config{OnFailure: DeadLetter}}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
 		failureRouter: failureRouter{emit: func(et beam.EventTime, fe deadletter.FailedElement) { out = append(out, emitted{et, fe}) }}}
 	require.NoError(t, f.applyPolicy(context.Background(), 1234, "projects/p/locations/l/queues/q",
 		&elementFailure{code: CodeSerialization, err: errors.New(strings.Repeat("x", 5000))}))
@@ -83,7 +83,7 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 					time.Sleep(c.deniedAt)
 					return nil, denied
 				})
-				f := &writeFn{Spec: &sinkSpec{OnFailure: FailBundle}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
+				f := &writeFn{Spec: &sinkSpec{Config: Config{OnFailure: FailBundle}}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)}}
 				writer, err := DefaultWriterOptions().resolve()
 				require.NoError(t, err)
 				f.engine = engine.New(creator, engineOptions(writer), f)
@@ -107,7 +107,7 @@ func TestTheBundleFailsWithItsFirstFailure(t *testing.T) {
 // bound), and is counted.
 func TestADeadLetterWhoseElementCannotBeEncodedIsStillEmitted(t *testing.T) {
 	var out []deadletter.FailedElement
-	f := &writeFn{Spec: &sinkSpec{OnFailure: DeadLetter}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
+	f := &writeFn{Spec: &sinkSpec{Config: Config{OnFailure: DeadLetter}}, createBase: createBase[*pendingTask]{metrics: newSinkMetrics(false)},
 		failureRouter: failureRouter{emit: func(_ beam.EventTime, fe deadletter.FailedElement) { out = append(out, fe) }}}
 	var err error
 	f.elemEnc, err = deadletter.NewElementEncoder(reflect.TypeFor[string]()) // as Setup does
