@@ -44,7 +44,9 @@ type AppEngineRouting struct{ Service, Version, Instance string }
 // maxAppEngineDispDL is the longest dispatch deadline of an App Engine task.
 const maxAppEngineDispDL = 24*time.Hour + 15*time.Second
 
-func (t *AppEngineTarget) family() targetFamily { return familyAppEngine }
+func (t *AppEngineTarget) family() *targetFamily { return &appEngineFamily }
+
+func (t *AppEngineTarget) body() *formats.Format { return &t.Body }
 
 func (t *AppEngineTarget) metadataKeys() []string {
 	return append([]string{bodyformat.KeyRelativeURI, bodyformat.KeyAppEngineService,
@@ -152,18 +154,20 @@ func checkRelativeURI(uri string) error {
 	return nil
 }
 
-// appEngineOptionRows are the option keys of App Engine targets.
-var appEngineOptionRows = []optionRow{
-	optionOf("app-engine.relative-uri", "AppEngine.RelativeURI", textValue, func(c *Config) *string { return &c.AppEngine.RelativeURI }).
-		of(familyAppEngine).blank().withHelp("accepted: empty for the root, or a path starting with '/' and an optional query"),
-	optionOf("app-engine.method", "AppEngine.Method", methodValue, func(c *Config) *string { return &c.AppEngine.Method }).of(familyAppEngine),
-	headerRow(optAppEngineHeaders, "AppEngine.Headers", familyAppEngine, func(c *Config) *map[string]string { return &c.AppEngine.Headers }),
-	optionOf("app-engine.service", "AppEngine.Routing.Service", tokenValue, func(c *Config) *string { return &routingOf(c).Service }).of(familyAppEngine),
-	optionOf("app-engine.version", "AppEngine.Routing.Version", tokenValue, func(c *Config) *string { return &routingOf(c).Version }).of(familyAppEngine),
-	optionOf("app-engine.instance", "AppEngine.Routing.Instance", tokenValue, func(c *Config) *string { return &routingOf(c).Instance }).of(familyAppEngine),
-	optionOf("app-engine.dispatch-deadline", "AppEngine.DispatchDeadline", durationValue,
-		func(c *Config) *time.Duration { return &c.AppEngine.DispatchDeadline }).of(familyAppEngine),
-}
+// appEngineFamily is the App Engine row of the target family table: target.type "app-engine",
+// Config.AppEngine and the app-engine.* option keys.
+var appEngineFamily = newFamily("app-engine", "AppEngine", func(c *Config) **AppEngineTarget { return &c.AppEngine },
+	func() *AppEngineTarget { return &AppEngineTarget{Method: "POST"} }, []optionRow{
+		optionOf("app-engine.relative-uri", "AppEngine.RelativeURI", textValue, func(c *Config) *string { return &c.AppEngine.RelativeURI }).
+			blank().withHelp("accepted: empty for the root, or a path starting with '/' and an optional query"),
+		optionOf("app-engine.method", "AppEngine.Method", methodValue, func(c *Config) *string { return &c.AppEngine.Method }),
+		headerRow("app-engine.headers.", "AppEngine.Headers", func(c *Config) *map[string]string { return &c.AppEngine.Headers }),
+		optionOf("app-engine.service", "AppEngine.Routing.Service", tokenValue, func(c *Config) *string { return &routingOf(c).Service }),
+		optionOf("app-engine.version", "AppEngine.Routing.Version", tokenValue, func(c *Config) *string { return &routingOf(c).Version }),
+		optionOf("app-engine.instance", "AppEngine.Routing.Instance", tokenValue, func(c *Config) *string { return &routingOf(c).Instance }),
+		optionOf("app-engine.dispatch-deadline", "AppEngine.DispatchDeadline", durationValue,
+			func(c *Config) *time.Duration { return &c.AppEngine.DispatchDeadline }),
+	})
 
 // routingOf returns the App Engine target's routing, created on first use.
 func routingOf(c *Config) *AppEngineRouting {

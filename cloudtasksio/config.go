@@ -161,15 +161,9 @@ func (c Config) validate() error {
 			return err
 		}
 	}
-	targets := 0
-	for _, set := range []bool{c.HTTP != nil, c.AppEngine != nil, c.Serializer != nil} {
-		if set {
-			targets++
-		}
-	}
-	if targets != 1 {
-		return errFields([]string{"HTTP", "AppEngine", "Serializer"}, func(n namer) string {
-			return fmt.Sprintf("%d ways to build the task are set; set exactly one of %s, %s and %s", targets, n("HTTP"), n("AppEngine"), n("Serializer"))
+	if ways := c.taskBuilders(); ways != 1 {
+		return errFields(taskBuilderFields(), func(n namer) string {
+			return fmt.Sprintf("%d ways to build the task are set; set exactly one of %s", ways, taskBuilderList(n))
 		})
 	}
 	if t := c.target(); t != nil {
@@ -215,16 +209,34 @@ func (c Config) validate() error {
 	return nil
 }
 
-// target returns the declarative target of c (HTTP or AppEngine), or nil when neither or
-// both are set.
-func (c Config) target() target {
-	switch {
-	case c.HTTP != nil && c.AppEngine == nil:
-		return c.HTTP
-	case c.AppEngine != nil && c.HTTP == nil:
-		return c.AppEngine
+// taskBuilders counts the ways to build the task that c sets: its declarative targets and its
+// Serializer.
+func (c Config) taskBuilders() int {
+	n := 0
+	for _, f := range targetFamilies {
+		if f.get(c) != nil {
+			n++
+		}
 	}
-	return nil
+	if c.Serializer != nil {
+		n++
+	}
+	return n
+}
+
+// target returns the declarative target of c (a field of the target family table), or nil when
+// none or several are set.
+func (c Config) target() target {
+	var found target
+	for _, f := range targetFamilies {
+		if t := f.get(c); t != nil {
+			if found != nil {
+				return nil
+			}
+			found = t
+		}
+	}
+	return found
 }
 
 // fieldError is a construction error about Config fields. It carries no package prefix:
@@ -268,9 +280,13 @@ func (e *fieldError) withEntries(entries ...string) *fieldError {
 
 // goTypeOfField names the struct type of the fields below a Config field, as messages spell
 // them ("HTTPTarget.URL" rather than "Config.HTTP.URL").
-var goTypeOfField = map[string]string{
-	"HTTP": "HTTPTarget", "AppEngine": "AppEngineTarget", "Writer": "WriterOptions", "Staged": "StagedOptions",
-}
+var goTypeOfField = func() map[string]string {
+	m := map[string]string{"Writer": "WriterOptions", "Staged": "StagedOptions"}
+	for _, f := range targetFamilies {
+		m[f.field] = f.goType
+	}
+	return m
+}()
 
 // goFieldName names a Config field path in TryWrite's errors: "HTTP.URL" is "HTTPTarget.URL",
 // "Staged" is "Config.Staged", "Client.Endpoint" is "Config.Client.Endpoint".

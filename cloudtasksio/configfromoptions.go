@@ -113,10 +113,8 @@ func (p *optionParser) config() (Config, error) {
 	if err := p.checkFormatOptionsMatchFormat(); err != nil {
 		return Config{}, err
 	}
-	cfg := Config{HTTP: &HTTPTarget{Method: "POST"}}
-	if family == familyAppEngine {
-		cfg = Config{AppEngine: &AppEngineTarget{Method: "POST"}}
-	}
+	var cfg Config
+	family.fill(&cfg)
 	return cfg, p.setValues(&cfg)
 }
 
@@ -173,15 +171,19 @@ func (p *optionParser) checkRequiredKeysGiven() error {
 	return nil
 }
 
-// targetFamily reads target.type: HTTP unless it says app-engine.
+// targetFamily reads target.type: the first family of the table unless it names another.
 func (p *optionParser) targetFamily() (targetFamily, error) {
 	v, ok := p.opts[optTargetType]
 	if !ok {
-		return familyHTTP, nil
+		return targetFamilies[0], nil
 	}
-	f, why := enumValue("http, app-engine", map[string]targetFamily{"http": familyHTTP, "app-engine": familyAppEngine}).parse(v)
+	byName := map[string]targetFamily{}
+	for _, f := range targetFamilies {
+		byName[f.name] = f
+	}
+	f, why := enumValue(strings.Join(familyNames(), ", "), byName).parse(v)
 	if why != "" {
-		return 0, optErr(optTargetType, "%s", why)
+		return targetFamily{}, optErr(optTargetType, "%s", why)
 	}
 	return f, nil
 }
@@ -189,8 +191,8 @@ func (p *optionParser) targetFamily() (targetFamily, error) {
 // checkKeysOfFamily rejects a key of the other target family.
 func (p *optionParser) checkKeysOfFamily(family targetFamily) error {
 	for _, k := range p.keys {
-		if r, _, _ := rowOf(k); r.family != 0 && r.family != family {
-			return optErr(k, "belongs to target.type %s, but target.type is %s", r.family, family)
+		if r, _, _ := rowOf(k); r.family != "" && r.family != family.name {
+			return optErr(k, "belongs to target.type %s, but target.type is %s", r.family, family.name)
 		}
 	}
 	return nil

@@ -57,7 +57,9 @@ type OAuthToken struct{ ServiceAccountEmail, Scope string }
 // maxHTTPDispatchDL is the longest dispatch deadline of an HTTP task.
 const maxHTTPDispatchDL = 30 * time.Minute
 
-func (t *HTTPTarget) family() targetFamily { return familyHTTP }
+func (t *HTTPTarget) family() *targetFamily { return &httpFamily }
+
+func (t *HTTPTarget) body() *formats.Format { return &t.Body }
 
 func (t *HTTPTarget) metadataKeys() []string {
 	return append([]string{bodyformat.KeyURL}, commonMetadataKeys...)
@@ -183,20 +185,22 @@ func checkURL(raw string) error {
 	return nil
 }
 
-// httpOptionRows are the option keys of HTTP targets.
-var httpOptionRows = []optionRow{
-	optionOf("http.url", "HTTP.URL", textValue, func(c *Config) *string { return &c.HTTP.URL }).of(familyHTTP).
-		withHelp("accepted: an absolute http or https URL (leave the key out when every element carries a url field)"),
-	optionOf("http.method", "HTTP.Method", methodValue, func(c *Config) *string { return &c.HTTP.Method }).of(familyHTTP),
-	headerRow(optHTTPHeaders, "HTTP.Headers", familyHTTP, func(c *Config) *map[string]string { return &c.HTTP.Headers }),
-	optionOf("http.oidc.service-account-email", "HTTP.OIDC.ServiceAccountEmail", textValue,
-		func(c *Config) *string { return &oidcOf(c).ServiceAccountEmail }).of(familyHTTP).withHelp("accepted: a service-account e-mail address"),
-	optionOf("http.oidc.audience", "HTTP.OIDC.Audience", textValue, func(c *Config) *string { return &oidcOf(c).Audience }).of(familyHTTP),
-	optionOf("http.oauth.service-account-email", "HTTP.OAuth.ServiceAccountEmail", textValue,
-		func(c *Config) *string { return &oauthOf(c).ServiceAccountEmail }).of(familyHTTP).withHelp("accepted: a service-account e-mail address"),
-	optionOf("http.oauth.scope", "HTTP.OAuth.Scope", textValue, func(c *Config) *string { return &oauthOf(c).Scope }).of(familyHTTP),
-	optionOf("http.dispatch-deadline", "HTTP.DispatchDeadline", durationValue, func(c *Config) *time.Duration { return &c.HTTP.DispatchDeadline }).of(familyHTTP),
-}
+// httpFamily is the HTTP row of the target family table: target.type "http", Config.HTTP and
+// the http.* option keys.
+var httpFamily = newFamily("http", "HTTP", func(c *Config) **HTTPTarget { return &c.HTTP },
+	func() *HTTPTarget { return &HTTPTarget{Method: "POST"} }, []optionRow{
+		optionOf("http.url", "HTTP.URL", textValue, func(c *Config) *string { return &c.HTTP.URL }).
+			withHelp("accepted: an absolute http or https URL (leave the key out when every element carries a url field)"),
+		optionOf("http.method", "HTTP.Method", methodValue, func(c *Config) *string { return &c.HTTP.Method }),
+		headerRow("http.headers.", "HTTP.Headers", func(c *Config) *map[string]string { return &c.HTTP.Headers }),
+		optionOf("http.oidc.service-account-email", "HTTP.OIDC.ServiceAccountEmail", textValue,
+			func(c *Config) *string { return &oidcOf(c).ServiceAccountEmail }).withHelp("accepted: a service-account e-mail address"),
+		optionOf("http.oidc.audience", "HTTP.OIDC.Audience", textValue, func(c *Config) *string { return &oidcOf(c).Audience }),
+		optionOf("http.oauth.service-account-email", "HTTP.OAuth.ServiceAccountEmail", textValue,
+			func(c *Config) *string { return &oauthOf(c).ServiceAccountEmail }).withHelp("accepted: a service-account e-mail address"),
+		optionOf("http.oauth.scope", "HTTP.OAuth.Scope", textValue, func(c *Config) *string { return &oauthOf(c).Scope }),
+		optionOf("http.dispatch-deadline", "HTTP.DispatchDeadline", durationValue, func(c *Config) *time.Duration { return &c.HTTP.DispatchDeadline }),
+	})
 
 // oidcOf returns the HTTP target's OIDC token, created on first use.
 func oidcOf(c *Config) *OIDCToken {

@@ -11,4 +11,12 @@ func OptionKeys() []string { return slices.Clone(fixedOptionKeys) }
 
 // OptionHeaderPrefixes returns the prefixes of the header families, "http.headers." and
 // "app-engine.headers.": the rest of such a key is the header name.
-func OptionHeaderPrefixes() []string { return []string{optHTTPHeaders, optAppEngineHeaders} }
+func OptionHeaderPrefixes() []string {
+	var prefixes []string
+	for _, r := range familyOptionRows() {
+		if r.prefix {
+			prefixes = append(prefixes, r.key)
+		}
+	}
+	return prefixes
+}

@@ -44,14 +44,12 @@ type OptionSpec struct {
 func OptionSpecs() []OptionSpec {
 	out := make([]OptionSpec, 0, len(optionTable))
 	for _, r := range optionTable {
-		spec := OptionSpec{Key: r.key, Prefix: r.prefix, Entries: slices.Clone(r.entries), Required: r.required,
-			Value: r.value, Accepts: r.help}
+		spec := OptionSpec{Key: r.key, Prefix: r.prefix, Entries: slices.Clone(r.entries), TargetType: r.family,
+			Required: r.required, Value: r.value, Accepts: r.help}
 		if spec.Value == nil {
 			spec.Value = reflect.TypeFor[string]()
 		}
-		if r.family != 0 {
-			spec.TargetType = r.family.String()
-		}
+		spec.TargetType = r.family
 		var sets []string
 		for _, f := range r.fields {
 			sets = append(sets, goFieldName(f))

@@ -13,7 +13,8 @@ import (
 // This file is the table of ConfigFromOptions' option keys (the SQL connector's WITH options,
 // the flags of templates): a row per key, or per family of keys such as the headers, with the
 // Config fields it sets, what it accepts and how its value is parsed (optionvalues.go). The
-// target families contribute their rows from http.go and appengine.go. The parser
+// target families contribute their rows from their own files (http.go, appengine.go) through
+// the target family table (target.go). The parser
 // (configfromoptions.go) and its errors (optionerrors.go) read nothing but this table, and
 // https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/options.md is the user
 // reference of every key.
@@ -26,8 +27,9 @@ type optionRow struct {
 	prefix bool
 	// entries lists the entries a prefix row accepts; nil accepts any (header names).
 	entries []string
-	// family is the target family the key belongs to; 0 for keys of every target.
-	family targetFamily
+	// family is the target.type value of the family the key belongs to; "" for keys of every
+	// target.
+	family string
 	// fields are the Config field paths the key sets: a field error about one of them, or
 	// about a field below one, names this key.
 	fields []string
@@ -53,9 +55,6 @@ func optionOf[T any](key, path string, k valueKind[T], field func(*Config) *T) o
 	}}
 }
 
-// of returns r as a key of target family f.
-func (r optionRow) of(f targetFamily) optionRow { r.family = f; return r }
-
 // withHelp returns r saying help instead of its kind's.
 func (r optionRow) withHelp(help string) optionRow { r.help = help; return r }
 
@@ -64,10 +63,8 @@ func (r optionRow) blank() optionRow { r.blankOK = true; return r }
 
 // Option keys named outside their row.
 const (
-	optTargetType       = "target.type"
-	optFormat           = "format"
-	optHTTPHeaders      = "http.headers."
-	optAppEngineHeaders = "app-engine.headers."
+	optTargetType = "target.type"
+	optFormat     = "format"
 )
 
 // queuePart is the row of a required part of the fixed queue.
@@ -88,15 +85,16 @@ func stagedOf(cfg *Config) *StagedOptions {
 }
 
 // bodyOf returns the body format of cfg's target.
-func bodyOf(cfg *Config) *formats.Format {
-	if cfg.AppEngine != nil {
-		return &cfg.AppEngine.Body
-	}
-	return &cfg.HTTP.Body
-}
+func bodyOf(cfg *Config) *formats.Format { return cfg.target().body() }
 
 // bodyFields are the fields the format keys set, whichever the target.
-var bodyFields = []string{"HTTP.Body", "AppEngine.Body"}
+var bodyFields = func() []string {
+	var fields []string
+	for _, f := range targetFamilies {
+		fields = append(fields, f.field+".Body")
+	}
+	return fields
+}()
 
 // formatRows are the format key and a prefix row per format with options ("csv.").
 func formatRows() []optionRow {
@@ -120,8 +118,8 @@ func formatRows() []optionRow {
 }
 
 // headerRow is the row of a target family's header entries under prefix.
-func headerRow(prefix, path string, f targetFamily, headers func(*Config) *map[string]string) optionRow {
-	return optionRow{key: prefix, prefix: true, family: f, fields: []string{path}, blankOK: true,
+func headerRow(prefix, path string, headers func(*Config) *map[string]string) optionRow {
+	return optionRow{key: prefix, prefix: true, fields: []string{path}, blankOK: true,
 		help: "accepted: a header value (the rest of the key is the header name)",
 		set: func(c *Config, name, v string) string {
 			h := headers(c)
@@ -139,10 +137,9 @@ var optionTable = slices.Concat(
 		queuePart("project", "Queue.Project", func(q *Queue) *string { return &q.Project }),
 		queuePart("location", "Queue.Location", func(q *Queue) *string { return &q.Location }),
 		queuePart("queue", "Queue.Name", func(q *Queue) *string { return &q.Name }),
-		{key: optTargetType, help: "accepted: http, app-engine"}, // read first, by ConfigFromOptions itself
+		{key: optTargetType, help: "accepted: " + strings.Join(familyNames(), ", ")}, // read first, by ConfigFromOptions itself
 	},
-	httpOptionRows,
-	appEngineOptionRows,
+	familyOptionRows(),
 	formatRows()[:1],
 	[]optionRow{
 		optionOf("service-account-key-file", "ServiceAccountKeyFile", textValue, func(c *Config) *string { return &c.ServiceAccountKeyFile }).
@@ -204,6 +201,24 @@ var optionTable = slices.Concat(
 	},
 	formatRows()[1:],
 )
+
+// familyNames are the target.type values, in table order.
+func familyNames() []string {
+	var names []string
+	for _, f := range targetFamilies {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+// familyOptionRows are the option keys of every target family, family by family.
+func familyOptionRows() []optionRow {
+	var rows []optionRow
+	for _, f := range targetFamilies {
+		rows = append(rows, f.options...)
+	}
+	return rows
+}
 
 // fixedOptionKeys lists every key of the table that is not a prefix, in table order.
 var fixedOptionKeys = func() []string {

@@ -16,11 +16,11 @@ import (
 	"github.com/beam-cloudtasks/beam-cloudtasks/internal/boundedtext"
 )
 
-// This file holds the rules both target families share and the interface the task builder
-// uses to reach a family. Each family's own rules, its request building, its per-task checks
-// and its option keys live in its file: http.go and appengine.go. The same checks run at
-// pipeline construction on the values fixed then and on every built task before it is sent,
-// whichever way it was built.
+// This file holds the rules every target family shares and the interface the task builder
+// uses to reach a family. Each family's own rules, its request building, its per-task checks,
+// its option keys and its row of the family table (family.go) live in its file: http.go and
+// appengine.go. The same checks run at pipeline construction on the values fixed then and on
+// every built task before it is sent, whichever way it was built.
 
 const (
 	maxURLLength     = 2083
@@ -28,28 +28,6 @@ const (
 	maxScheduleAhead = 30 * 24 * time.Hour
 	minDispatchDL    = 15 * time.Second
 )
-
-// targetFamily is a Cloud Tasks target family: the kind of request a task carries.
-type targetFamily int
-
-const (
-	// familyHTTP is an HTTP target: the task is sent to an absolute URL.
-	familyHTTP targetFamily = iota + 1
-	// familyAppEngine is an App Engine target: the task is sent to a handler of an App Engine
-	// application in the queue's project and region.
-	familyAppEngine
-)
-
-// String returns "http" or "app-engine" (the target.type option values).
-func (f targetFamily) String() string {
-	switch f {
-	case familyHTTP:
-		return "http"
-	case familyAppEngine:
-		return "app-engine"
-	}
-	return fmt.Sprintf("targetFamily(%d)", int(f))
-}
 
 // commonMetadataKeys are the `cloudtasks:"<key>"` metadata keys every family accepts; each
 // family's metadataKeys adds its own.
@@ -59,14 +37,14 @@ var commonMetadataKeys = []string{bodyformat.KeyHTTPMethod, bodyformat.KeyHeader
 // checkMetadata rejects an element type that carries a metadata key targets of t's family do
 // not accept, naming the field and the key.
 func checkMetadata(t target, s *bodyformat.Schema) error {
-	return s.CheckKeys(t.metadataKeys(), t.family().String()+" targets")
+	return s.CheckKeys(t.metadataKeys(), t.family().name+" targets")
 }
 
 // target is a declarative target (*HTTPTarget or *AppEngineTarget) as the task builder sees
 // it: its checks, its fixed parts and how it turns one element's parts into a task.
 type target interface {
-	// family names the target family.
-	family() targetFamily
+	// family returns the row of the target's family.
+	family() *targetFamily
 	// metadataKeys returns the metadata keys an element type may carry for the family's
 	// targets, commonMetadataKeys included
 	// (https://github.com/beam-cloudtasks/beam-cloudtasks/blob/main/docs/metadata.md); a key
@@ -76,6 +54,8 @@ type target interface {
 	validate() error
 	// compile checks the rules that need the element type's schema.
 	compile(s *bodyformat.Schema) error
+	// body returns the target's body format, for the option keys to fill in.
+	body() *formats.Format
 	// fixed returns the parts every task of the target shares.
 	fixed() fixedParts
 	// carriesBody reports whether the family's request has a body under method m.

@@ -107,12 +107,13 @@ func TestWithContentType(t *testing.T) {
 // The family rules of the metadata keys live here, not in the formats machinery: bodyformat
 // only checks a schema against the list its caller gives. The table is DESIGN's metadata table.
 func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
-	both := []targetFamily{familyHTTP, familyAppEngine}
-	targets := map[targetFamily]target{familyHTTP: &HTTPTarget{}, familyAppEngine: &AppEngineTarget{}}
+	const familyHTTP, familyAppEngine = "http", "app-engine"
+	both := []string{familyHTTP, familyAppEngine}
+	targets := map[string]target{familyHTTP: &HTTPTarget{}, familyAppEngine: &AppEngineTarget{}}
 	for f, tg := range targets {
-		assert.Equal(t, f, tg.family(), "the %T target's family", tg)
+		assert.Equal(t, f, tg.family().name, "the %T target's family", tg)
 	}
-	accepted := map[string][]targetFamily{
+	accepted := map[string][]string{
 		bodyformat.KeyURL:               {familyHTTP},
 		bodyformat.KeyRelativeURI:       {familyAppEngine},
 		bodyformat.KeyHTTPMethod:        both,
@@ -152,7 +153,34 @@ func TestTargetFamiliesAcceptTheirMetadataKeys(t *testing.T) {
 	err = checkMetadata(targets[familyHTTP], schemaOf(withRelativeURI{}))
 	assert.ErrorContains(t, err, `field R (cloudtasks:"relative-uri")`)
 	assert.ErrorContains(t, err, "key is not accepted by http targets")
+}
 
-	assert.Equal(t, "app-engine", familyAppEngine.String())
-	assert.Equal(t, "http", familyHTTP.String())
+// TestEachTargetFamilyRowNamesItsOwnField checks every row of the target family table against
+// Config: its field holds its targets, get and fill reach that field, and its option keys are
+// its own.
+func TestEachTargetFamilyRowNamesItsOwnField(t *testing.T) {
+	for _, f := range targetFamilies {
+		field, ok := reflect.TypeFor[Config]().FieldByName(f.field)
+		if assert.True(t, ok, "Config.%s", f.field) {
+			assert.Equal(t, f.goType, field.Type.Elem().Name(), "the type of Config.%s", f.field)
+		}
+		assert.Nil(t, f.get(Config{}), "%s: an unset target", f.name)
+		var c Config
+		f.fill(&c)
+		tg := f.get(c)
+		if assert.NotNil(t, tg, "%s: the target fill sets", f.name) {
+			assert.Same(t, reflect.ValueOf(c).FieldByName(f.field).Interface(), tg, "%s: get reads Config.%s", f.name, f.field)
+			assert.Equal(t, f.name, tg.family().name)
+			assert.Same(t, tg, c.target())
+			assert.Equal(t, 1, c.taskBuilders())
+		}
+		for _, r := range f.options {
+			assert.Equal(t, f.name, r.family, r.key)
+			assert.True(t, strings.HasPrefix(r.key, f.name+"."), "%s: key %s", f.name, r.key)
+			for _, path := range r.fields {
+				assert.True(t, strings.HasPrefix(path, f.field+"."), "%s: key %s sets %s", f.name, r.key, path)
+			}
+		}
+	}
+	assert.Equal(t, "HTTP, AppEngine and Serializer", taskBuilderList(func(f string) string { return f }))
 }

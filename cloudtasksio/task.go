@@ -41,15 +41,19 @@ func newTaskBuilder(spec *sinkSpec, elem reflect.Type) (*taskBuilder, error) {
 	}
 	if spec.Serializer != nil {
 		if field, ok := cloudtasksTaggedField(elem); ok {
-			return nil, fmt.Errorf("field %s of %v has a `cloudtasks` tag, but only the declarative targets (Config.HTTP, Config.AppEngine) read those tags; "+
-				"with Config.Serializer set the request yourself and name tasks with Config.TaskIDFn", field, elem)
+			var targets []string
+			for _, f := range targetFamilies {
+				targets = append(targets, goFieldName(f.field))
+			}
+			return nil, fmt.Errorf("field %s of %v has a `cloudtasks` tag, but only the declarative targets (%s) read those tags; "+
+				"with Config.Serializer set the request yourself and name tasks with Config.TaskIDFn", field, elem, strings.Join(targets, ", "))
 		}
 		b.serialize = reflectx.ToFunc1x2(spec.Serializer.Fn)
 		return b, nil
 	}
 	b.target = spec.target()
 	if b.target == nil {
-		return nil, errors.New("no task target: set exactly one of Config.HTTP, Config.AppEngine and Config.Serializer")
+		return nil, errors.New("no task target: set exactly one of " + taskBuilderList(goFieldName))
 	}
 	if err := b.target.validate(); err != nil {
 		return nil, err
