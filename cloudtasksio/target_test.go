@@ -182,5 +182,17 @@ func TestEachTargetFamilyRowNamesItsOwnField(t *testing.T) {
 			}
 		}
 	}
-	assert.Equal(t, "HTTP, AppEngine and Serializer", taskBuilderList(func(f string) string { return f }))
+	// A Config field holding a declarative target needs its row: without one, no rule reads it.
+	rows := map[string]bool{}
+	for _, f := range targetFamilies {
+		rows[f.field] = true
+	}
+	for field := range reflect.TypeFor[Config]().Fields() {
+		if field.Type.Implements(reflect.TypeFor[target]()) {
+			assert.True(t, rows[field.Name], "Config.%s holds a target but has no row in targetFamilies (family.go)", field.Name)
+		}
+	}
+	list := taskBuilderList(func(f string) string { return f })
+	assert.True(t, strings.HasPrefix(list, "HTTP, AppEngine") && strings.HasSuffix(list, " and Serializer"),
+		"the messages list the ways to build the task in table order, Serializer last: %s", list)
 }
