@@ -35,8 +35,7 @@ type preflightServer struct {
 
 func newPreflightServer(t *testing.T) *preflightServer {
 	t.Helper()
-	srv := &preflightServer{Server: cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())}
-	t.Cleanup(func() { srv.Close() })
+	srv := &preflightServer{Server: freshAddrServer(t)}
 	_, err := srv.CreateQueue(preflightQueue)
 	require.NoError(t, err)
 	srv.admin, err = cloudtasks.NewClient(context.Background(), srv.ClientOptions()...)
@@ -44,6 +43,34 @@ func newPreflightServer(t *testing.T) *preflightServer {
 	t.Cleanup(func() { srv.admin.Close() })
 	srv.Observe("GetQueue", func(cloudtaskstest.Call) { srv.getQueue.Add(1) })
 	return srv
+}
+
+// preflightAddrs holds the address of every test server newPreflightServer started in this
+// process. The process-wide caches key a queue's reads by the client setting, the server's
+// address included, for minutes: a server that got the port of an earlier test's server
+// would find that test's reads of the same queue cached, and a test counting reads would see
+// none (a flake of TestConcurrentDoFnInstancesReadAQueueOnce in a whole package run).
+var preflightAddrs sync.Map
+
+// freshAddrServer starts a test server on an address no earlier preflight test used.
+func freshAddrServer(t *testing.T) *cloudtaskstest.Server {
+	t.Helper()
+	var taken []*cloudtaskstest.Server // kept open until a fresh port is found, so it is not handed out again
+	defer func() {
+		for _, s := range taken {
+			s.Close()
+		}
+	}()
+	for range 100 {
+		srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
+		if _, used := preflightAddrs.LoadOrStore(srv.Addr, true); !used {
+			t.Cleanup(func() { srv.Close() })
+			return srv
+		}
+		taken = append(taken, srv)
+	}
+	t.Fatal("no fresh port in 100 tries")
+	return nil
 }
 
 // update sets the queue fields that paths name to those of q.
