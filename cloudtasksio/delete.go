@@ -200,7 +200,7 @@ func (c DeleteConfig) validate() error {
 		return fmt.Errorf("WriterOptions.QueuePreflight is %v; it does not apply to Delete, which reads no queue before deleting: leave it zero", c.Writer.QueuePreflight)
 	}
 	if c.Writer.QueueHealthInterval != 0 {
-		return fmt.Errorf("WriterOptions.QueueHealthInterval is %v; it does not apply to Delete, which reads no queue: leave it zero", c.Writer.QueueHealthInterval)
+		return fmt.Errorf("WriterOptions.QueueHealthInterval is %v; it does not apply to Delete, which does not watch queues: leave it zero", c.Writer.QueueHealthInterval)
 	}
 	if c.OnFailure < FailBundle || c.OnFailure > DeadLetter {
 		return fmt.Errorf("DeleteConfig.OnFailure %v is not FailBundle, LogAndDrop or DeadLetter", c.OnFailure)

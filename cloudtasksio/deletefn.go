@@ -32,6 +32,11 @@ type deleteFn struct {
 	queueFn  reflectx.Func1x2   // nil: the fixed queue
 	taskIDFn reflectx.Func1x2   // nil: the task-id field or the element is the key
 	schema   *bodyformat.Schema // without a TaskIDFn, the element type with a task-id field
+
+	// queues checks, before the bundle ends, that the queues of goneIn exist: the queues
+	// whose deletes this bundle counted as gone (queueexists.go).
+	queues *queuePreflighter
+	goneIn map[string]bool
 }
 
 // pendingDelete is what the DoFn remembers about a delete while the engine owns it.
@@ -72,6 +77,7 @@ func (f *deleteFn) setupWorker() error {
 		f.schema, _ = taskIDSchema(f.Spec.Elem.T) // checkOnWorker has accepted the type
 	}
 	f.setupElements(f.Spec.OnFailure, f.Spec.Elem)
+	f.queues = newQueuePreflighter(preflightExists, f.Spec.client)
 	return nil
 }
 
@@ -81,6 +87,7 @@ func (f *deleteFn) startBundle(ctx context.Context, emit func(beam.EventTime, de
 		return err
 	}
 	f.failureRouter.startBundle(ctx, emit)
+	clear(f.goneIn)
 	f.start(clientDeleter{client}, engineOptions(f.Spec.Writer), f)
 	return nil
 }
@@ -114,6 +121,10 @@ func (f *deleteFn) processElement(ctx context.Context, et beam.EventTime, elem b
 func (f *deleteFn) finishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
 	err := f.finish(ctx)
+	if err == nil && len(f.goneIn) > 0 {
+		// A NOT_FOUND read as the task's may be the queue's (queueexists.go).
+		err = f.queues.confirmQueues(ctx, f.goneIn)
+	}
 	f.summarizeDrops(ctx)
 	return err
 }
@@ -157,9 +168,16 @@ func (f *deleteFn) applyPolicy(ctx context.Context, et beam.EventTime, queue str
 // The engine's observer (AttemptFailed is createBase's). As for writeFn, the engine calls these
 // only from inside Submit and Flush, on the bundle's goroutine.
 
-// Created reports a task deleted, or gone already (the engine's deduplicated).
+// Created reports a task deleted, or gone already (the engine's deduplicated). The queue of a
+// gone task is confirmed before the bundle ends.
 func (f *deleteFn) Created(ctx context.Context, r *engine.Request[*pendingDelete], gone bool) {
 	f.metrics.deleted(ctx, r.Tag.queue, gone)
+	if gone {
+		if f.goneIn == nil {
+			f.goneIn = map[string]bool{}
+		}
+		f.goneIn[r.Tag.queue] = true
+	}
 }
 
 // Rejected applies the failure policy to a delete Cloud Tasks answered INVALID_ARGUMENT; under

@@ -429,10 +429,7 @@ func (p *queuePreflighter) cacheOf() *gcpconn.Cache[preflightKey, *preflightResu
 // it logs what it found as it ends, so that no bundle need wait for it; what it found is
 // counted on a bundle's context.
 func (p *queuePreflighter) readOf(key preflightKey) func() (*preflightResult, error) {
-	if p.reader == nil {
-		p.reader = v2QueueReader{spec: p.client}
-	}
-	reader := p.reader
+	reader := p.readerOf()
 	return func() (*preflightResult, error) {
 		ctx := context.Background()
 		res, err := read(ctx, reader, key)
