@@ -60,8 +60,7 @@ const deleteQueue = "projects/p/locations/l/queues/deletes"
 // the DeleteTask calls it answers.
 func newDeleteServer(t *testing.T) (*cloudtaskstest.Server, *atomic.Int64) {
 	t.Helper()
-	srv := cloudtaskstest.NewServer(cloudtaskstest.WithoutDispatch())
-	t.Cleanup(func() { srv.Close() })
+	srv := freshAddrServer(t) // the queue reads of an earlier server on the same port are cached
 	_, err := srv.CreateQueue(deleteQueue)
 	require.NoError(t, err)
 	var calls atomic.Int64
