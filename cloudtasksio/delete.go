@@ -42,10 +42,15 @@ type DeleteConfig struct {
 	// do not (a delete does not depend on how the queue dispatches) and must be left zero.
 	Writer WriterOptions
 	// OnFailure decides what happens to an element whose key cannot be read or whose delete
-	// Cloud Tasks rejects as invalid. The default fails the bundle. A failure of the queue
-	// itself (NOT_FOUND about it, PERMISSION_DENIED, FAILED_PRECONDITION) fails the bundle
-	// whatever the policy: DeleteConfig has no OnDestinationFailure.
+	// Cloud Tasks rejects as invalid. The default fails the bundle.
 	OnFailure FailurePolicy
+	// OnDestinationFailure decides what a failure of one queue does (NOT_FOUND about the queue
+	// once its retry budget is spent, or a queue that a read proves missing; PERMISSION_DENIED;
+	// FAILED_PRECONDITION), as Config.OnDestinationFailure does for Write. The default,
+	// DestinationFailBundle, fails the bundle; DestinationIsolate sends that queue's elements
+	// to OnFailure (which must then be LogAndDrop or DeadLetter) with the status as their code,
+	// and deletes the other queues' tasks.
+	OnDestinationFailure DestinationFailurePolicy
 
 	// EmulatorEndpoint, ServiceAccountKeyFile and Client select the Cloud Tasks client as
 	// Config's fields of the same names do; a Delete and a Write with the same settings share
@@ -65,8 +70,8 @@ const DeleteConnector = "cloudtasks-delete"
 // Delete deletes, for each element of col, the task Write created for the element's key in the
 // element's queue (TaskID(key) under the queue path), and returns the dead letters: a
 // PCollection of deadletter.FailedElement that holds elements only under the DeadLetter
-// failure policy (Connector DeleteConnector, Code CodeTaskID or CodeInvalidArgument, the
-// element's event time). A bad configuration panics at pipeline construction; use TryDelete to
+// failure policy (Connector DeleteConnector, Code CodeTaskID or CodeInvalidArgument, or under
+// DestinationIsolate the failed queue's code, the element's event time). A bad configuration panics at pipeline construction; use TryDelete to
 // get the error instead.
 //
 // A task that is not there counts as done: Cloud Tasks answers NOT_FOUND about the task when it
@@ -121,6 +126,8 @@ type deleteSpec struct {
 	TaskIDFn  *beam.EncodedFunc `json:",omitempty"`
 	Writer    WriterOptions
 	OnFailure FailurePolicy
+	// OnDestinationFailure is DeleteConfig's.
+	OnDestinationFailure DestinationFailurePolicy `json:",omitempty"`
 	// The client settings as the user gave them: the worker derives its client from them.
 	EmulatorEndpoint      string `json:",omitempty"`
 	ServiceAccountKeyFile string `json:",omitempty"`
@@ -139,7 +146,7 @@ func compileDelete(cfg DeleteConfig, elem reflect.Type) (*deleteSpec, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	spec := &deleteSpec{Queue: cfg.Queue, OnFailure: cfg.OnFailure, EmulatorEndpoint: cfg.EmulatorEndpoint,
+	spec := &deleteSpec{Queue: cfg.Queue, OnFailure: cfg.OnFailure, OnDestinationFailure: cfg.OnDestinationFailure, EmulatorEndpoint: cfg.EmulatorEndpoint,
 		ServiceAccountKeyFile: cfg.ServiceAccountKeyFile, Client: cfg.Client, Elem: &beam.EncodedType{T: elem}}
 	var err error
 	if cfg.QueueFn != nil {
@@ -205,7 +212,13 @@ func (c DeleteConfig) validate() error {
 	if c.OnFailure < FailBundle || c.OnFailure > DeadLetter {
 		return fmt.Errorf("DeleteConfig.OnFailure %v is not FailBundle, LogAndDrop or DeadLetter", c.OnFailure)
 	}
+	if c.OnDestinationFailure < DestinationFailBundle || c.OnDestinationFailure > DestinationIsolate {
+		return fmt.Errorf("DeleteConfig.OnDestinationFailure %v is not DestinationFailBundle or DestinationIsolate", c.OnDestinationFailure)
+	}
 	cfg := c.config()
+	if err := cfg.checkDestinationPolicy(); err != nil {
+		return deleteFieldError(err)
+	}
 	if _, err := cfg.Writer.resolve(); err != nil {
 		return deleteFieldError(err)
 	}
@@ -223,7 +236,7 @@ func (c DeleteConfig) validate() error {
 
 // config returns the Config whose shared fields are c's, for the rules the two share.
 func (c DeleteConfig) config() Config {
-	return Config{Queue: c.Queue, QueueFn: c.QueueFn, TaskIDFn: c.TaskIDFn, Writer: c.Writer, OnFailure: c.OnFailure,
+	return Config{Queue: c.Queue, QueueFn: c.QueueFn, TaskIDFn: c.TaskIDFn, Writer: c.Writer, OnFailure: c.OnFailure, OnDestinationFailure: c.OnDestinationFailure,
 		EmulatorEndpoint: c.EmulatorEndpoint, ServiceAccountKeyFile: c.ServiceAccountKeyFile, Client: c.Client}
 }
 
@@ -261,7 +274,7 @@ func (s *deleteSpec) checkOnWorker() error {
 			return fmt.Errorf("the delete spec has DeleteConfig.%s without its function", f.field)
 		}
 	}
-	c := DeleteConfig{Queue: s.Queue, Writer: s.Writer, OnFailure: s.OnFailure, EmulatorEndpoint: s.EmulatorEndpoint,
+	c := DeleteConfig{Queue: s.Queue, Writer: s.Writer, OnFailure: s.OnFailure, OnDestinationFailure: s.OnDestinationFailure, EmulatorEndpoint: s.EmulatorEndpoint,
 		ServiceAccountKeyFile: s.ServiceAccountKeyFile, Client: s.Client}
 	if s.QueueFn != nil {
 		c.QueueFn = s.QueueFn

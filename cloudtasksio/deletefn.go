@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"cloud.google.com/go/cloudtasks/apiv2/cloudtaskspb"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/core/util/reflectx"
 	"github.com/apache/beam/sdks/v2/go/pkg/beam/register"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/beam-cloudtasks/beam-cloudtasks/cloudtasksio/internal/engine"
 	"github.com/beam-cloudtasks/beam-cloudtasks/deadletter"
@@ -33,11 +37,18 @@ type deleteFn struct {
 	taskIDFn reflectx.Func1x2   // nil: the task-id field or the element is the key
 	schema   *bodyformat.Schema // without a TaskIDFn, the element type with a task-id field
 
+	queueIsolation
+
 	// queues checks, before the bundle ends, that the queues of goneIn exist: the queues
-	// whose deletes this bundle counted as gone (queueexists.go).
+	// whose deletes this bundle found gone (queueexists.go). Under DestinationIsolate their
+	// gone deletes wait in goneIn to be counted, or isolated if the queue is missing; otherwise
+	// they are counted at once and goneIn holds only the queues.
 	queues *queuePreflighter
-	goneIn map[string]bool
+	goneIn map[string][]*engine.Request[*pendingDelete]
 }
+
+// deleteDestinationField names Delete's destination policy in its logs and errors.
+const deleteDestinationField = "DeleteConfig.OnDestinationFailure"
 
 // pendingDelete is what the DoFn remembers about a delete while the engine owns it.
 type pendingDelete struct {
@@ -115,16 +126,25 @@ func (f *deleteFn) processElement(ctx context.Context, et beam.EventTime, elem b
 	if f.Spec.OnFailure == DeadLetter {
 		tag.elem = elem
 	}
-	return f.submit(ctx, &engine.Request[*pendingDelete]{Delete: &cloudtaskspb.DeleteTaskRequest{Name: taskName(queue, key)}, Tag: tag})
+	req := &engine.Request[*pendingDelete]{Delete: &cloudtaskspb.DeleteTaskRequest{Name: taskName(queue, key)}, Tag: tag}
+	if f.Spec.OnDestinationFailure == DestinationIsolate {
+		if code, err, ok := f.knownFailure(f.Spec.client, tag.queue, deleteDestinationField); ok {
+			if err := f.isolate(ctx, req, code, err); err != nil {
+				return f.failBundle(ctx, err)
+			}
+			return nil
+		}
+	}
+	return f.submit(ctx, req)
 }
 
 func (f *deleteFn) finishBundle(ctx context.Context, emit func(beam.EventTime, deadletter.FailedElement)) error {
 	f.emit = emit
 	err := f.finish(ctx)
 	if err == nil && len(f.goneIn) > 0 {
-		// A NOT_FOUND read as the task's may be the queue's (queueexists.go).
-		err = f.queues.confirmQueues(ctx, f.goneIn)
+		err = f.confirmGone(ctx)
 	}
+	f.summarize(ctx, deleteDestinationField)
 	f.summarizeDrops(ctx)
 	return err
 }
@@ -171,13 +191,22 @@ func (f *deleteFn) applyPolicy(ctx context.Context, et beam.EventTime, queue str
 // Created reports a task deleted, or gone already (the engine's deduplicated). The queue of a
 // gone task is confirmed before the bundle ends.
 func (f *deleteFn) Created(ctx context.Context, r *engine.Request[*pendingDelete], gone bool) {
-	f.metrics.deleted(ctx, r.Tag.queue, gone)
-	if gone {
-		if f.goneIn == nil {
-			f.goneIn = map[string]bool{}
-		}
-		f.goneIn[r.Tag.queue] = true
+	q := r.Tag.queue
+	if !gone {
+		f.metrics.deleted(ctx, q, false)
+		return
 	}
+	if f.goneIn == nil {
+		f.goneIn = map[string][]*engine.Request[*pendingDelete]{}
+	}
+	if f.Spec.OnDestinationFailure == DestinationIsolate {
+		f.goneIn[q] = append(f.goneIn[q], r)
+		return
+	}
+	if _, ok := f.goneIn[q]; !ok {
+		f.goneIn[q] = nil
+	}
+	f.metrics.deleted(ctx, q, true)
 }
 
 // Rejected applies the failure policy to a delete Cloud Tasks answered INVALID_ARGUMENT; under
@@ -187,6 +216,50 @@ func (f *deleteFn) Created(ctx context.Context, r *engine.Request[*pendingDelete
 func (f *deleteFn) Rejected(ctx context.Context, r *engine.Request[*pendingDelete], err error) error {
 	p := r.Tag
 	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, deletion: r.Delete, elem: p.elem, err: err})
+}
+
+// DestinationFailed is the engine's DestinationObserver: under DestinationIsolate the delete
+// goes to the failure policy with the queue's code and the process remembers the failure, as
+// for Write; otherwise the failure fails the bundle.
+func (f *deleteFn) DestinationFailed(ctx context.Context, r *engine.Request[*pendingDelete], code string, err error) error {
+	if f.Spec.OnDestinationFailure != DestinationIsolate {
+		return err
+	}
+	f.failed(ctx, f.Spec.client, r.Tag.queue, code, err, deleteDestinationField, f.Spec.OnFailure)
+	return f.isolate(ctx, r, code, err)
+}
+
+// isolate hands a delete of a failed queue to the failure policy, and counts it.
+func (f *deleteFn) isolate(ctx context.Context, r *engine.Request[*pendingDelete], code string, err error) error {
+	p := r.Tag
+	f.metrics.queueFailed(ctx, p.queue)
+	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: code, deletion: r.Delete, elem: p.elem, err: err})
+}
+
+// confirmGone confirms that the queues of the bundle's gone deletes exist (queueexists.go):
+// a NOT_FOUND read as the task's may be the queue's. Under DestinationIsolate the deletes of
+// a queue proven missing go to the failure policy with CodeNotFound and the others count as
+// gone; any other failure fails the bundle.
+func (f *deleteFn) confirmGone(ctx context.Context) error {
+	queues := slices.Sorted(maps.Keys(f.goneIn))
+	errs := f.queues.confirmQueues(ctx, queues)
+	for i, queue := range queues {
+		err := errs[i]
+		if err != nil && (f.Spec.OnDestinationFailure != DestinationIsolate || status.Code(err) != codes.NotFound) {
+			return err
+		}
+		if err != nil {
+			f.failed(ctx, f.Spec.client, queue, CodeNotFound, err, deleteDestinationField, f.Spec.OnFailure)
+		}
+		for _, r := range f.goneIn[queue] {
+			if err == nil {
+				f.metrics.deleted(ctx, queue, true)
+			} else if err := f.isolate(ctx, r, CodeNotFound, err); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // AttemptLatency records how long each DeleteTask call took, apart from the creates'.

@@ -150,13 +150,53 @@ func (d *failedDestinations) removeLocked(el *list.Element) {
 	d.order.Remove(el)
 }
 
-// destinationsOf returns the memory of failed queues f uses: the process's, unless a test gave
-// its own.
-func (f *writeFn) destinationsOf() *failedDestinations {
-	if f.destinations == nil {
-		f.destinations = &destinationFailures
+// queueIsolation is the part of DestinationIsolate that Write's and Delete's DoFns share: the
+// memory of failed queues and the lines that report them. field names the DoFn's
+// OnDestinationFailure ("Config.OnDestinationFailure") in what it logs and in its errors.
+type queueIsolation struct {
+	// destinations remembers failed queues under DestinationIsolate: nil is the process's
+	// (destinationFailures), a test may set its own.
+	destinations *failedDestinations
+	isolated     bundleLines // queues this bundle found failed under DestinationIsolate
+}
+
+// destinationsOf returns the memory of failed queues the DoFn uses: the process's, unless a
+// test gave its own.
+func (q *queueIsolation) destinationsOf() *failedDestinations {
+	if q.destinations == nil {
+		q.destinations = &destinationFailures
 	}
-	return f.destinations
+	return q.destinations
+}
+
+// failed remembers that queue failed with code, and logs the first failures of the bundle.
+func (q *queueIsolation) failed(ctx context.Context, client clientSpec, queue, code string, err error, field string, policy FailurePolicy) {
+	known := destinationFailure{key: destinationKey{client: client, queue: queue}, code: code, text: err.Error(), at: time.Now()}
+	if q.destinationsOf().remember(known) && q.isolated.add() {
+		warnf(ctx, "queue %s failed with %s: under %s DestinationIsolate its elements go to the failure policy (%v), "+
+			"and this worker process sends it nothing for %v; numRecordsSendErrors and %s count them", queue, code, field, policy,
+			q.destinationsOf().TTL, MetricQueueFailures)
+	}
+}
+
+// knownFailure returns the code of queue's failure the process remembers and the error of an
+// element for it not sent; ok is false when it remembers none.
+func (q *queueIsolation) knownFailure(client clientSpec, queue, field string) (code string, err error, ok bool) {
+	now := time.Now()
+	known, ok := q.destinationsOf().lookup(destinationKey{client: client, queue: queue}, now)
+	if !ok {
+		return "", nil, false
+	}
+	return known.code, fmt.Errorf("not sent: this worker process met a failure of queue %s %v ago and sends it nothing for %v after one "+
+		"(%s DestinationIsolate); the failure: %s",
+		queue, now.Sub(known.at).Round(time.Millisecond), q.destinationsOf().TTL, field, known.text), true
+}
+
+// summarize writes the one line that covers the queues the bundle found failed beyond the
+// first maxLinesPerBundle, and starts the count again.
+func (q *queueIsolation) summarize(ctx context.Context, field string) {
+	q.isolated.summarize(ctx, "%d more queues failed without a line each, %d in this bundle; their elements went to the failure policy "+
+		"("+field+" DestinationIsolate), and "+MetricQueueFailures+" counts every one")
 }
 
 // DestinationFailed is the engine's DestinationObserver. Under DestinationIsolate the element
@@ -167,12 +207,7 @@ func (f *writeFn) DestinationFailed(ctx context.Context, r *engine.Request[*pend
 		return err
 	}
 	p := r.Tag
-	known := destinationFailure{key: destinationKey{client: f.Spec.client, queue: p.queue}, code: code, text: err.Error(), at: time.Now()}
-	if f.destinationsOf().remember(known) && f.isolated.add() {
-		warnf(ctx, "queue %s failed with %s: under Config.OnDestinationFailure DestinationIsolate its elements go to the failure policy (%v), "+
-			"and this worker process sends it nothing for %v; numRecordsSendErrors and %s count them", p.queue, code, f.Spec.OnFailure,
-			f.destinationsOf().TTL, MetricQueueFailures)
-	}
+	f.failed(ctx, f.Spec.client, p.queue, code, err, "Config.OnDestinationFailure", f.Spec.OnFailure)
 	return f.isolate(ctx, p.eventTime, p.queue, r.Create.GetTask(), p.elem, code, err)
 }
 
@@ -183,26 +218,15 @@ func (f *writeFn) failFast(ctx context.Context, et beam.EventTime, elem any, req
 	if f.Spec.OnDestinationFailure != DestinationIsolate {
 		return false, nil
 	}
-	now := time.Now()
-	known, ok := f.destinationsOf().lookup(destinationKey{client: f.Spec.client, queue: req.GetParent()}, now)
+	code, err, ok := f.knownFailure(f.Spec.client, req.GetParent(), "Config.OnDestinationFailure")
 	if !ok {
 		return false, nil
 	}
-	err := fmt.Errorf("not sent: this worker process met a failure of queue %s %v ago and sends it nothing for %v after one "+
-		"(Config.OnDestinationFailure DestinationIsolate); the failure: %s",
-		req.GetParent(), now.Sub(known.at).Round(time.Millisecond), f.destinationsOf().TTL, known.text)
-	return true, f.isolate(ctx, et, req.GetParent(), req.GetTask(), elem, known.code, err)
+	return true, f.isolate(ctx, et, req.GetParent(), req.GetTask(), elem, code, err)
 }
 
 // isolate hands an element of a failed queue to the failure policy, and counts it.
 func (f *writeFn) isolate(ctx context.Context, et beam.EventTime, queue string, task *cloudtaskspb.Task, elem any, code string, err error) error {
 	f.metrics.queueFailed(ctx, queue)
 	return f.applyPolicy(ctx, et, queue, &elementFailure{code: code, task: task, elem: elem, err: err})
-}
-
-// summarizeIsolated writes the one line that covers the queues the bundle found failed beyond
-// the first maxLinesPerBundle, and starts the count again.
-func (f *writeFn) summarizeIsolated(ctx context.Context) {
-	f.isolated.summarize(ctx, "%d more queues failed without a line each, %d in this bundle; their elements went to the failure policy "+
-		"(Config.OnDestinationFailure DestinationIsolate), and "+MetricQueueFailures+" counts every one")
 }

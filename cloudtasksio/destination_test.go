@@ -39,7 +39,7 @@ func newIsolationFn(t *testing.T, cfg Config) *writeFn {
 	t.Helper()
 	spec, err := compile(cfg, typeOf(spreadOrder{}))
 	require.NoError(t, err)
-	f := &writeFn{Spec: spec, destinations: &failedDestinations{TTL: destinationFailureTTL, MaxEntries: maxQueueStates}}
+	f := &writeFn{Spec: spec, queueIsolation: queueIsolation{destinations: &failedDestinations{TTL: destinationFailureTTL, MaxEntries: maxQueueStates}}}
 	require.NoError(t, f.Setup())
 	return f
 }
@@ -185,7 +185,7 @@ func TestAFailedQueueIsRememberedBrieflyAndItsNextElementsAreNotSent(t *testing.
 		require.NoError(t, err)
 		memory := &failedDestinations{TTL: destinationFailureTTL, MaxEntries: maxQueueStates}
 		newFn := func() *writeFn {
-			f := &writeFn{Spec: spec, destinations: memory}
+			f := &writeFn{Spec: spec, queueIsolation: queueIsolation{destinations: memory}}
 			require.NoError(t, f.Setup())
 			return f
 		}

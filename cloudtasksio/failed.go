@@ -40,7 +40,9 @@ const (
 	// CodeNotFound: under Config.OnDestinationFailure DestinationIsolate, the element's queue
 	// answered NOT_FOUND until its retry budget was spent (it does not exist, was deleted, or
 	// is still being created), or the worker process had met that shortly before and did not
-	// send the task. Payload is the task.
+	// send the task. Payload is the task. A Delete under DeleteConfig.OnDestinationFailure
+	// DestinationIsolate gives it too, also for a queue its check proved missing; Payload is
+	// then the DeleteTaskRequest.
 	CodeNotFound = "NOT_FOUND"
 	// CodePermissionDenied: as CodeNotFound, for PERMISSION_DENIED: the sink's identity may not
 	// create tasks in the queue.

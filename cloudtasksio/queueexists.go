@@ -3,7 +3,6 @@ package cloudtasksio
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -31,33 +30,28 @@ func (p *queuePreflighter) readerOf() queueReader {
 	return p.reader
 }
 
-// confirmQueues checks that each queue of queues exists, reading at most maxPendingReads of
-// them at a time, and returns the first failure in queue order. A queue the process has read
+// confirmQueues checks that each of queues exists, reading at most maxPendingReads of them at
+// a time, and returns each one's failure, nil when it exists. A queue the process has read
 // already costs a cache lookup.
-func (p *queuePreflighter) confirmQueues(ctx context.Context, queues map[string]bool) error {
-	names := make([]string, 0, len(queues))
-	for q := range queues {
-		names = append(names, q)
-	}
-	slices.Sort(names)
-	var first error
-	var pending []func(context.Context) (*preflightResult, error)
+func (p *queuePreflighter) confirmQueues(ctx context.Context, queues []string) []error {
+	errs := make([]error, len(queues))
+	var pending []int
+	results := make([]func(context.Context) (*preflightResult, error), len(queues))
 	wait := func() {
-		if _, err := pending[0](ctx); err != nil && first == nil {
-			first = err
-		}
+		i := pending[0]
+		_, errs[i] = results[i](ctx)
 		pending = pending[1:]
 	}
-	for _, queue := range names {
-		result, _ := p.cacheOf().Start(preflightKey{client: p.client, queue: queue, mode: preflightExists}, p.existenceOf(queue))
-		if pending = append(pending, result); len(pending) > maxPendingReads {
+	for i, queue := range queues {
+		results[i], _ = p.cacheOf().Start(preflightKey{client: p.client, queue: queue, mode: preflightExists}, p.existenceOf(queue))
+		if pending = append(pending, i); len(pending) > maxPendingReads {
 			wait()
 		}
 	}
 	for len(pending) > 0 {
 		wait()
 	}
-	return first
+	return errs
 }
 
 // existenceOf returns the read of queue for confirmQueues, on a context of its own, as the

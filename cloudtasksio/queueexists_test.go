@@ -119,3 +119,61 @@ func TestDeleteReadsTheQueueAgainAfterATransientFailure(t *testing.T) {
 	assert.Equal(t, int64(1), counters[MetricTasksAlreadyGone])
 	assert.Equal(t, 2, reads(deleteQueue))
 }
+
+// A Delete over two queues, one missing: the default fails the bundle; DestinationIsolate
+// dead-letters the missing queue's elements with NOT_FOUND and deletes the other's tasks,
+// whether the missing queue's deletes are answered with the queue's text or the task's.
+func TestDeleteOnDestinationFailure(t *testing.T) {
+	elems := []any{cancellation{Queue: "deletes", Order: "1"}, cancellation{Queue: "missing", Order: "3"},
+		cancellation{Queue: "deletes", Order: "2"}, cancellation{Queue: "missing", Order: "4"}}
+	for _, text := range []string{"queue's", "generic"} {
+		for _, policy := range []DestinationFailurePolicy{DestinationFailBundle, DestinationIsolate} {
+			t.Run(text+"/"+policy.String(), func(t *testing.T) {
+				srv, _ := newDeleteServer(t)
+				if text == "generic" {
+					answerMissingQueueGenerically(srv)
+				}
+				createNamed(t, srv, deleteQueue, "order-1")
+				createNamed(t, srv, deleteQueue, "order-2")
+				f := newDeleteFn(t, srv, DeleteConfig{QueueFn: queueOfCancellation, TaskIDFn: keyOfCancellation, Writer: fastDeletes,
+					OnFailure: DeadLetter, OnDestinationFailure: policy}, cancellation{})
+				out, counters, err := runDeleteBundle(t, f, elems...)
+				if policy == DestinationFailBundle {
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), missingQueue)
+					assert.Equal(t, codes.NotFound, status.Code(err))
+					assert.Empty(t, out)
+					return
+				}
+				require.NoError(t, err)
+				assert.Empty(t, srv.Tasks(deleteQueue), "the other queue's tasks are deleted")
+				require.Len(t, out, 2)
+				for _, fe := range out {
+					assert.Equal(t, CodeNotFound, fe.Code)
+					assert.Equal(t, missingQueue, fe.Destination)
+					assert.Equal(t, DeleteConnector, fe.Connector)
+				}
+				assert.Equal(t, int64(2), counters[MetricRecordsDeleted])
+				assert.Zero(t, counters[MetricTasksAlreadyGone], "a missing queue's deletes never count as done")
+				assert.Equal(t, int64(2), counters[MetricQueueFailures])
+
+				// The process remembers the queue: its next element is not sent.
+				out, _, err = runDeleteBundle(t, f, cancellation{Queue: "missing", Order: "5"})
+				require.NoError(t, err)
+				require.Len(t, out, 1)
+				assert.Contains(t, out[0].Error, "not sent")
+			})
+		}
+	}
+}
+
+func TestDeleteIsolateNeedsAPolicyThatKeepsTheBundle(t *testing.T) {
+	q, err := ParseQueue(deleteQueue)
+	require.NoError(t, err)
+	_, err = compileDelete(DeleteConfig{Queue: q, OnDestinationFailure: DestinationIsolate}, keyType)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DeleteConfig.OnDestinationFailure DestinationIsolate needs DeleteConfig.OnFailure LogAndDrop or DeadLetter")
+	_, err = compileDelete(DeleteConfig{Queue: q, OnDestinationFailure: 7}, keyType)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "DeleteConfig.OnDestinationFailure")
+}

@@ -31,10 +31,7 @@ type writeFn struct {
 	queueFn  reflectx.Func1x2
 	// emitCreated emits a created task (writeResultFn); nil in plain Write, which builds none.
 	emitCreated func(beam.EventTime, CreatedTask)
-	// destinations remembers failed queues under DestinationIsolate: nil is the process's
-	// (destinationFailures), a test may set its own.
-	destinations *failedDestinations
-	isolated     bundleLines // queues this bundle found failed under DestinationIsolate
+	queueIsolation
 }
 
 // pendingTask is what the DoFn remembers about a create while the engine owns it.
@@ -83,7 +80,7 @@ func (f *writeFn) startBundle(ctx context.Context, emit func(beam.EventTime, dea
 		return err
 	}
 	f.failureRouter.startBundle(ctx, emit) // sums up the drops of a bundle that failed in ProcessElement
-	f.summarizeIsolated(ctx)
+	f.summarize(ctx, "Config.OnDestinationFailure")
 	f.start(clientCreator(client), engineOptions(f.Spec.Writer), f)
 	return nil
 }
@@ -129,7 +126,7 @@ func (f *writeFn) finishBundle(ctx context.Context, emit func(beam.EventTime, de
 	f.emit = emit
 	err := f.finish(ctx)
 	f.summarizeDrops(ctx)
-	f.summarizeIsolated(ctx)
+	f.summarize(ctx, "Config.OnDestinationFailure")
 	return err
 }
 
