@@ -212,7 +212,7 @@ func (f *deleteFn) Created(ctx context.Context, r *engine.Request[*pendingDelete
 // Rejected applies the failure policy to a delete Cloud Tasks answered INVALID_ARGUMENT; under
 // FailBundle its error stops the engine. A failure that is not the element's (a queue that is
 // missing after the NOT_FOUND budget, PERMISSION_DENIED, an exhausted retry budget) never gets
-// here: it fails the bundle.
+// here: it fails the bundle, or under DestinationIsolate a queue's goes to DestinationFailed.
 func (f *deleteFn) Rejected(ctx context.Context, r *engine.Request[*pendingDelete], err error) error {
 	p := r.Tag
 	return f.applyPolicy(ctx, p.eventTime, p.queue, &elementFailure{code: CodeInvalidArgument, deletion: r.Delete, elem: p.elem, err: err})
