@@ -359,7 +359,11 @@ type receiver struct {
 	byTask  map[string]int
 	workers map[workerStamp]int // the worker stamps of stamped orders, see separation_test.go
 	total   int
-	bad     []string // bodies that were not an order
+	bad     []string // whole bodies that were not an order
+	// broken counts requests whose body could not be read to its end (the connection broke
+	// under the request): the sender saw no answer and sends the task again, so they are
+	// neither an order nor a bad body. The checks of each order once still see a loss.
+	broken int
 }
 
 // newReceiver starts a receiver, closed when tb ends.
@@ -368,16 +372,19 @@ func newReceiver(tb testing.TB) *receiver {
 	r := &receiver{byID: map[string]int{}, byTask: map[string]int{}, workers: map[workerStamp]int{}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil {
+			r.broken++
+			tb.Logf("the receiver could not read a request's body (%v); the sender retries it", err)
+			http.Error(w, "body not read", http.StatusInternalServerError)
+			return
+		}
 		var o struct {
 			order
 			Worker *workerStamp `json:"worker"`
 		}
-		if err == nil {
-			err = json.Unmarshal(body, &o)
-		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if err != nil || o.ID == "" {
+		if err := json.Unmarshal(body, &o); err != nil || o.ID == "" {
 			r.bad = append(r.bad, fmt.Sprintf("%.80q", body))
 			http.Error(w, "not an order", http.StatusBadRequest)
 			return
