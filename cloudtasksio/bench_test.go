@@ -348,24 +348,33 @@ func BenchmarkNaiveDoFn(b *testing.B) {
 // include the prism job's own start-up and, for exactly-once, the Reshuffle.
 func BenchmarkWrite(b *testing.B) {
 	for _, c := range benchCases {
-		for _, d := range []struct {
-			name     string
-			delivery cloudtasksio.DeliveryGuarantee
-		}{{"at-least-once", cloudtasksio.AtLeastOnce}, {"exactly-once", cloudtasksio.ExactlyOnce}} {
+		for _, d := range benchDeliveries {
 			b.Run(fmt.Sprintf("%s/delivery=%s", c.name(), d.name), func(b *testing.B) {
 				srv := newBenchServer(b, c.latency)
-				cfg := cloudtasksio.Config{
-					Queue: testQueue,
-					HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/orders",
-						Headers: map[string]string{"Content-Type": "application/json"}, Body: formats.JSON()},
-					Delivery:         d.delivery,
-					EmulatorEndpoint: srv.Addr,
-				}
+				cfg := benchWriteConfig(srv, d.delivery)
 				measure(b, srv, c.write, modelRate(benchCap, 1, c.latency), func(b *testing.B) {
 					runBenchPipeline(b, c.write, func(s beam.Scope, col beam.PCollection) { cloudtasksio.Write(s, cfg, col) })
 				})
 			})
 		}
+	}
+}
+
+// benchDeliveries are the delivery guarantees the Write benchmarks run under, by sub-benchmark
+// name.
+var benchDeliveries = []struct {
+	name     string
+	delivery cloudtasksio.DeliveryGuarantee
+}{{"at-least-once", cloudtasksio.AtLeastOnce}, {"exactly-once", cloudtasksio.ExactlyOnce}}
+
+// benchWriteConfig is the Config of the Write benchmarks: JSON orders into testQueue at srv.
+func benchWriteConfig(srv *cloudtaskstest.Server, delivery cloudtasksio.DeliveryGuarantee) cloudtasksio.Config {
+	return cloudtasksio.Config{
+		Queue: testQueue,
+		HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/orders",
+			Headers: map[string]string{"Content-Type": "application/json"}, Body: formats.JSON()},
+		Delivery:         delivery,
+		EmulatorEndpoint: srv.Addr,
 	}
 }
 
@@ -376,20 +385,11 @@ func BenchmarkWrite(b *testing.B) {
 // which sends them through a combine.
 func BenchmarkWriteWithResult(b *testing.B) {
 	for _, c := range benchCases {
-		for _, d := range []struct {
-			name     string
-			delivery cloudtasksio.DeliveryGuarantee
-		}{{"at-least-once", cloudtasksio.AtLeastOnce}, {"exactly-once", cloudtasksio.ExactlyOnce}} {
+		for _, d := range benchDeliveries {
 			for _, output := range []string{"none", "created", "counted"} {
 				b.Run(fmt.Sprintf("%s/delivery=%s/output=%s", c.name(), d.name, output), func(b *testing.B) {
 					srv := newBenchServer(b, c.latency)
-					cfg := cloudtasksio.Config{
-						Queue: testQueue,
-						HTTP: &cloudtasksio.HTTPTarget{URL: "https://example.com/orders",
-							Headers: map[string]string{"Content-Type": "application/json"}, Body: formats.JSON()},
-						Delivery:         d.delivery,
-						EmulatorEndpoint: srv.Addr,
-					}
+					cfg := benchWriteConfig(srv, d.delivery)
 					measure(b, srv, c.write, modelRate(benchCap, 1, c.latency), func(b *testing.B) {
 						runBenchPipeline(b, c.write, func(s beam.Scope, col beam.PCollection) {
 							switch output {
